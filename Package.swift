@@ -1,0 +1,52 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Diffcast",
+    products: [
+        .executable(name: "diffcastd", targets: ["diffcastd"]),
+        .library(name: "DiffcastCore", targets: ["DiffcastCore"]),
+    ],
+    dependencies: [
+        // Command-line parsing of diffcastd and the benchmarks.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Structured logging to stderr, which journald picks up under systemd.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibUV",
+            pkgConfig: "libuv",
+            providers: [.apt(["libuv1-dev"])]
+        ),
+        .target(name: "DiffcastCore"),
+        .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
+        .target(
+            name: "DiffcastServer",
+            dependencies: [
+                "DiffcastCore", "DiffcastWire", "CLibUV",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "diffcastd",
+            dependencies: [
+                "DiffcastServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "DiffcastBenchmarks",
+            dependencies: [
+                "DiffcastCore", "DiffcastWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/DiffcastBenchmarks"
+        ),
+        .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore"]),
+        .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire"]),
+        .testTarget(name: "DiffcastServerTests", dependencies: ["DiffcastServer", "DiffcastWire"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

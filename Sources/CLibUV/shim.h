@@ -1,0 +1,40 @@
+#ifndef DIFFCAST_CLIBUV_SHIM_H
+#define DIFFCAST_CLIBUV_SHIM_H
+
+#include <uv.h>
+#include <signal.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Casts between libuv handle types, kept in C so Swift never puns pointers itself. */
+static inline uv_stream_t *dc_stream(void *handle) { return (uv_stream_t *)handle; }
+static inline uv_handle_t *dc_handle(void *handle) { return (uv_handle_t *)handle; }
+
+/* Ignores SIGPIPE: libuv does not, and a peer that closes with unread data would kill us. */
+static inline void dc_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+/* Connects to a Unix socket path to find out whether a daemon already serves it.
+   Returns 0 when something accepted the connection, else the errno of the attempt. */
+static inline int dc_probe_unix_socket(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    strncpy(address.sun_path, path, sizeof address.sun_path - 1);
+    int result = connect(fd, (struct sockaddr *)&address, sizeof address);
+    int error = result == 0 ? 0 : errno;
+    close(fd);
+    return error;
+}
+
+/* The longest Unix socket path the kernel takes (libuv 1.44 truncates longer ones silently). */
+static inline size_t dc_unix_path_max(void) {
+    struct sockaddr_un address;
+    return sizeof address.sun_path - 1;
+}
+
+#endif

@@ -1,0 +1,101 @@
+/// A position of an item: section index and item index within it.
+public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var section: Int
+    public var item: Int
+
+    public init(_ section: Int, _ item: Int) {
+        self.section = section
+        self.item = item
+    }
+
+    public static func < (lhs: ItemPath, rhs: ItemPath) -> Bool {
+        (lhs.section, lhs.item) < (rhs.section, rhs.item)
+    }
+
+    public var description: String { "[\(section),\(item)]" }
+}
+
+/// What changed among the sections between two versions (SPEC.md `changeset.sections`).
+/// Old indices are positions in the old version, new indices positions in the new one.
+public struct SectionChanges: Hashable, Sendable {
+    public struct Insertion: Hashable, Sendable {
+        public var index: Int
+        public var id: Identifier
+        public var data: JSONText?
+    }
+    public struct Move: Hashable, Sendable {
+        public var from: Int
+        public var to: Int
+        public var id: Identifier
+    }
+    public struct Update: Hashable, Sendable {
+        public var index: Int
+        public var id: Identifier
+        public var data: JSONText?
+    }
+    public struct Reload: Hashable, Sendable {
+        public var index: Int
+        public var id: Identifier
+    }
+
+    public var deleted: [Int] = []
+    public var inserted: [Insertion] = []
+    public var moved: [Move] = []
+    public var updated: [Update] = []
+    public var reloaded: [Reload] = []
+
+    public init() {}
+
+    public var isEmpty: Bool {
+        deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty && reloaded.isEmpty
+    }
+}
+
+/// What changed among the items between two versions (SPEC.md `changeset.items`).
+public struct ItemChanges: Hashable, Sendable {
+    public struct Insertion: Hashable, Sendable {
+        public var at: ItemPath
+        public var id: Identifier
+        public var data: JSONText?
+    }
+    public struct Move: Hashable, Sendable {
+        public var from: ItemPath
+        public var to: ItemPath
+        public var id: Identifier
+    }
+    public struct Update: Hashable, Sendable {
+        public var at: ItemPath
+        public var id: Identifier
+        public var data: JSONText?
+    }
+    public struct Reload: Hashable, Sendable {
+        public var at: ItemPath
+        public var id: Identifier
+    }
+
+    public var deleted: [ItemPath] = []
+    public var inserted: [Insertion] = []
+    public var moved: [Move] = []
+    public var updated: [Update] = []
+    public var reloaded: [Reload] = []
+
+    public init() {}
+
+    public var isEmpty: Bool {
+        deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty && reloaded.isEmpty
+    }
+}
+
+/// The minimal description of how one version of a collection becomes the next, in UIKit
+/// batch-update coordinates; `apply(to:)` is SPEC.md's normative client algorithm.
+public struct Changeset: Hashable, Sendable {
+    public var sections = SectionChanges()
+    public var items = ItemChanges()
+
+    public init() {}
+
+    public var isEmpty: Bool { sections.isEmpty && items.isEmpty }
+
+    /// (section moves, item moves): what the "fewest moves" rule counts.
+    public var moveCounts: (sections: Int, items: Int) { (sections.moved.count, items.moved.count) }
+}

@@ -1,0 +1,58 @@
+/// Every error the daemon can answer with, one case per SPEC.md error code, each carrying the
+/// culprit its message names.
+public enum DiffcastError: Error, Hashable, Sendable {
+    case parseError(String)
+    case lineTooLong(limit: Int)
+    case unknownOperation(String)
+    case invalidArgument(String)
+    case invalidName(String)
+    case duplicateIdentifier(kind: IdentifierKind, id: Identifier)
+    case unknownCollection(String)
+    case unknownSection(Identifier)
+    case unknownItem(Identifier)
+    case noSection
+    case limitExceeded(String)
+    case unauthorized(String)
+
+    /// Whether an identifier names a section or an item.
+    public enum IdentifierKind: String, Sendable {
+        case section
+        case item
+    }
+
+    /// The SPEC.md error code.
+    public var code: String {
+        switch self {
+        case .parseError: "parse_error"
+        case .lineTooLong: "line_too_long"
+        case .unknownOperation: "unknown_op"
+        case .invalidArgument: "invalid_argument"
+        case .invalidName: "invalid_name"
+        case .duplicateIdentifier: "duplicate_identifier"
+        case .unknownCollection: "unknown_collection"
+        case .unknownSection: "unknown_section"
+        case .unknownItem: "unknown_item"
+        case .noSection: "no_section"
+        case .limitExceeded: "limit_exceeded"
+        case .unauthorized: "unauthorized"
+        }
+    }
+
+    /// A sentence for people, naming the offending identifier, argument or limit.
+    public var message: String {
+        switch self {
+        case .parseError(let detail): "not a request: \(detail)"
+        case .lineTooLong(let limit): "line longer than the limit of \(limit) bytes; skipped"
+        case .unknownOperation(let op): "unknown op '\(op)'"
+        case .invalidArgument(let detail): detail
+        case .invalidName(let name): "invalid collection name '\(name)': 1-128 bytes of [A-Za-z0-9._:-]"
+        case .duplicateIdentifier(let kind, let id): "duplicate \(kind.rawValue) identifier '\(id)'"
+        case .unknownCollection(let name): "unknown collection '\(name)'"
+        case .unknownSection(let id): "unknown section '\(id)'"
+        case .unknownItem(let id): "unknown item '\(id)'"
+        case .noSection: "append_items without 'section' needs at least one section to append to"
+        case .limitExceeded(let detail): "limit exceeded: \(detail)"
+        case .unauthorized(let detail): "unauthorized: \(detail)"
+        }
+    }
+}

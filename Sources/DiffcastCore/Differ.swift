@@ -1,0 +1,181 @@
+/// Computes the changeset between two snapshots in expected O(size of what changed): sections
+/// whose structure revision is equal in both versions are not walked item by item.
+///
+/// In the spirit of Heckel's algorithm: identifiers are matched through hash tables, survivors
+/// on one longest increasing subsequence stay put and the rest are listed as moves, so the set
+/// of moves is minimal. A data change is an update, never a delete plus an insert.
+public enum Differ {
+    /// Everything a caller knows beyond the two snapshots: the writes' marks and where their
+    /// items are in the new snapshot.
+    public struct Hints: Sendable {
+        public var marks: ChangeMarks
+        /// New positions of every item named in `marks`.
+        public var newLocations: [Identifier: ItemPath]
+
+        public init(marks: ChangeMarks, newLocations: [Identifier: ItemPath]) {
+            self.marks = marks
+            self.newLocations = newLocations
+        }
+    }
+
+    /// The changeset from `old` to `new`. Without hints, data changes inside sections whose item
+    /// order did not change are found by comparing those sections item by item.
+    public static func changeset(from old: Snapshot, to new: Snapshot, hints: Hints? = nil) -> Changeset {
+        var changeset = Changeset()
+        diffSections(old, new, into: &changeset.sections)
+        diffItemsOfRestructuredSections(old, new, into: &changeset.items)
+        diffDataOfUnrestructuredSections(old, new, hints: hints, into: &changeset.items)
+        if let hints {
+            addMarks(hints, new: new, into: &changeset)
+        }
+        return changeset
+    }
+
+    private static func diffSections(_ old: Snapshot, _ new: Snapshot, into changes: inout SectionChanges) {
+        for (index, section) in old.sections.enumerated() where new.sectionPositions[section.id] == nil {
+            changes.deleted.append(index)
+        }
+        var survivorsOld: [Int] = []
+        var survivorsNew: [Int] = []
+        for (index, section) in new.sections.enumerated() {
+            guard let oldIndex = old.sectionPositions[section.id] else {
+                changes.inserted.append(.init(index: index, id: section.id, data: section.data))
+                continue
+            }
+            survivorsOld.append(oldIndex)
+            survivorsNew.append(index)
+            if old.sections[oldIndex].data != section.data {
+                changes.updated.append(.init(index: index, id: section.id, data: section.data))
+            }
+        }
+        let staying = longestIncreasingSubsequenceMembers(survivorsOld)
+        for (rank, stays) in staying.enumerated() where !stays {
+            let to = survivorsNew[rank]
+            changes.moved.append(.init(from: survivorsOld[rank], to: to, id: new.sections[to].id))
+        }
+    }
+
+    /// A section whose structure revision differs (or that exists on one side only) is
+    /// "restructured": only those are walked item by item.
+    private static func isRestructured(_ section: Section, in other: Snapshot) -> Bool {
+        guard let index = other.sectionPositions[section.id] else { return true }
+        return other.sections[index].structureRevision != section.structureRevision
+    }
+
+    private static func diffItemsOfRestructuredSections(
+        _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
+    ) {
+        var oldLocations: [Identifier: ItemPath] = [:]
+        for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
+            oldLocations.reserveCapacity(oldLocations.count + section.items.count)
+            for (itemIndex, item) in section.items.enumerated() {
+                oldLocations[item.id] = ItemPath(sectionIndex, itemIndex)
+            }
+        }
+        for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
+            let oldSectionIndex = old.sectionPositions[section.id]
+            var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
+            for (itemIndex, item) in section.items.enumerated() {
+                let newPath = ItemPath(sectionIndex, itemIndex)
+                guard let oldPath = oldLocations.removeValue(forKey: item.id) else {
+                    changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))
+                    continue
+                }
+                if oldPath.section == oldSectionIndex {
+                    stayCandidates.append((itemIndex, oldPath.item))
+                } else {
+                    changes.moved.append(.init(from: oldPath, to: newPath, id: item.id))
+                }
+                if old.sections[oldPath.section].items[oldPath.item].data != item.data {
+                    changes.updated.append(.init(at: newPath, id: item.id, data: item.data))
+                }
+            }
+            guard let oldSectionIndex else { continue }
+            let staying = longestIncreasingSubsequenceMembers(stayCandidates.map(\.oldIndex))
+            for (rank, stays) in staying.enumerated() where !stays {
+                let candidate = stayCandidates[rank]
+                changes.moved.append(
+                    .init(
+                        from: ItemPath(oldSectionIndex, candidate.oldIndex),
+                        to: ItemPath(sectionIndex, candidate.newIndex),
+                        id: section.items[candidate.newIndex].id))
+            }
+        }
+        // What is left was removed; items of deleted sections go with their section unlisted.
+        for (_, oldPath) in oldLocations where new.sectionPositions[old.sections[oldPath.section].id] != nil {
+            changes.deleted.append(oldPath)
+        }
+        changes.deleted.sort()
+    }
+
+    /// Sections whose item order is the same on both sides but whose content revision differs
+    /// had item data set: with hints only the items the writes named are compared.
+    private static func diffDataOfUnrestructuredSections(
+        _ old: Snapshot, _ new: Snapshot, hints: Hints?, into changes: inout ItemChanges
+    ) {
+        if let hints {
+            var found: [ItemChanges.Update] = []
+            for id in hints.marks.dataChangedItems {
+                guard let path = hints.newLocations[id] else { continue }
+                let section = new.sections[path.section]
+                guard let oldIndex = old.sectionPositions[section.id],
+                    old.sections[oldIndex].structureRevision == section.structureRevision
+                else { continue }
+                let data = section.items[path.item].data
+                if old.sections[oldIndex].items[path.item].data != data {
+                    found.append(.init(at: path, id: id, data: data))
+                }
+            }
+            changes.updated.append(contentsOf: found.sorted { $0.at < $1.at })
+            return
+        }
+        for (sectionIndex, section) in new.sections.enumerated() {
+            guard let oldIndex = old.sectionPositions[section.id] else { continue }
+            let oldSection = old.sections[oldIndex]
+            guard oldSection.structureRevision == section.structureRevision,
+                oldSection.contentRevision != section.contentRevision
+            else { continue }
+            for (itemIndex, item) in section.items.enumerated()
+            where oldSection.items[itemIndex].data != item.data {
+                changes.updated.append(.init(at: ItemPath(sectionIndex, itemIndex), id: item.id, data: item.data))
+            }
+        }
+    }
+
+    private static func addMarks(_ hints: Hints, new: Snapshot, into changeset: inout Changeset) {
+        let marks = hints.marks
+        for id in marks.reloadedSections.sorted() {
+            if let index = new.sectionPositions[id] {
+                changeset.sections.reloaded.append(.init(index: index, id: id))
+            }
+        }
+        for id in marks.reloadedItems.sorted() {
+            if let path = hints.newLocations[id] {
+                changeset.items.reloaded.append(.init(at: path, id: id))
+            }
+        }
+        guard !marks.reconfiguredItems.isEmpty else { return }
+        let alreadyUpdated = Set(changeset.items.updated.map(\.id))
+        for id in marks.reconfiguredItems.sorted() where !alreadyUpdated.contains(id) {
+            if let path = hints.newLocations[id] {
+                let data = new.sections[path.section].items[path.item].data
+                changeset.items.updated.append(.init(at: path, id: id, data: data))
+            }
+        }
+    }
+}
+
+extension Document {
+    /// The changeset from `base` (an earlier snapshot of this document) to now, carrying and
+    /// clearing the marks the writes since then left.
+    public mutating func changeset(since base: Snapshot) -> Changeset {
+        let marks = takeMarks()
+        var newLocations: [Identifier: ItemPath] = [:]
+        for id in marks.dataChangedItems.union(marks.reloadedItems).union(marks.reconfiguredItems) {
+            if let (section, item) = location(of: id) {
+                newLocations[id] = ItemPath(section, item)
+            }
+        }
+        return Differ.changeset(from: base, to: snapshot, hints: .init(marks: marks, newLocations: newLocations))
+    }
+}

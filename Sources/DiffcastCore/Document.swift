@@ -1,0 +1,396 @@
+/// The mutable state of one collection, as the apply queue holds it: the current `Snapshot`
+/// plus the indexes that make every write cost what it touches rather than the collection size.
+///
+/// Every write either takes effect whole or throws and leaves the document as it was. Marks
+/// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
+public struct Document: Sendable {
+    public private(set) var snapshot: Snapshot
+    /// The section of every item, and its index there when that section is indexed.
+    private var directory: [Identifier: ItemLocation] = [:]
+    /// The structure revision for which the indices of a section's items in `directory` hold.
+    private var indexedRevisions: [Identifier: Revision] = [:]
+    private var lastRevision: UInt64 = 0
+    private var marks = ChangeMarks()
+    private var undo: UndoLog?
+
+    public init() {
+        snapshot = Snapshot()
+    }
+
+    /// A document holding `snapshot`, whose identifiers must be unique (a restored state).
+    public init(restoring outline: [SectionOutline]) throws(DiffcastError) {
+        self.init()
+        try apply(.apply(sections: outline))
+        _ = takeMarks()
+    }
+
+    public var itemCount: Int { directory.count }
+
+    public func containsItem(_ id: Identifier) -> Bool { directory[id] != nil }
+
+    /// The position of an item in the current snapshot, or nil when there is no such item.
+    public mutating func location(of id: Identifier) -> (section: Int, item: Int)? {
+        guard let sectionID = directory[id]?.section,
+            let sectionIndex = snapshot.sectionPositions[sectionID]
+        else { return nil }
+        indexItems(ofSectionAt: sectionIndex)
+        guard let itemIndex = directory[id]?.index else { return nil }
+        return (sectionIndex, itemIndex)
+    }
+
+    /// Hands over what the writes since the last call asked to be listed, and starts afresh.
+    public mutating func takeMarks() -> ChangeMarks {
+        defer { marks = ChangeMarks() }
+        return marks
+    }
+
+    // MARK: - Applying writes
+
+    /// Applies one write. On error nothing changes.
+    public mutating func apply(_ operation: WriteOperation) throws(DiffcastError) {
+        switch operation {
+        case .batch(let operations):
+            try applyBatch(operations)
+        default:
+            try applySingle(operation)
+        }
+    }
+
+    private mutating func applyBatch(_ operations: [WriteOperation]) throws(DiffcastError) {
+        undo = UndoLog(snapshot: snapshot, marks: marks)
+        defer { undo = nil }
+        do throws(DiffcastError) {
+            for operation in operations {
+                if case .batch = operation {
+                    throw .invalidArgument("a batch cannot contain a batch")
+                }
+                try applySingle(operation)
+            }
+        } catch {
+            rollBack()
+            throw error
+        }
+    }
+
+    private mutating func rollBack() {
+        guard let log = undo else { return }
+        for (id, location) in log.directoryChanges.reversed() {
+            directory[id] = location
+        }
+        snapshot = log.snapshot
+        marks = log.marks
+        indexedRevisions.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
+        switch operation {
+        case .apply(let sections):
+            try replaceAll(with: sections)
+        case .appendSections(let sections):
+            try insertSections(sections, at: snapshot.sections.count)
+        case .insertSections(let sections, let anchor):
+            let anchorIndex = try sectionIndex(anchor.identifier)
+            try insertSections(sections, at: anchor.isBefore ? anchorIndex : anchorIndex + 1)
+        case .deleteSections(let ids):
+            try deleteSections(ids)
+        case .moveSection(let id, let anchor):
+            try moveSection(id, anchor: anchor)
+        case .reloadSections(let ids):
+            for id in ids { _ = try sectionIndex(id) }
+            marks.reloadedSections.formUnion(ids)
+        case .updateSections(let updates):
+            var indices: [Int] = []
+            for update in updates { indices.append(try sectionIndex(update.id)) }
+            for (index, update) in zip(indices, updates) {
+                snapshot.withSection(at: index) { $0.data = update.data }
+            }
+        case .appendItems(let items, let sectionID):
+            let index: Int
+            if let sectionID {
+                index = try sectionIndex(sectionID)
+            } else if snapshot.sections.isEmpty {
+                throw .noSection
+            } else {
+                index = snapshot.sections.count - 1
+            }
+            try checkNewItems(items)
+            insertItems(items, section: index, at: snapshot.sections[index].items.count)
+        case .insertItems(let items, let anchor):
+            guard let (section, item) = location(of: anchor.identifier) else {
+                throw .unknownItem(anchor.identifier)
+            }
+            try checkNewItems(items)
+            insertItems(items, section: section, at: anchor.isBefore ? item : item + 1)
+        case .deleteItems(let ids):
+            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            deleteItems(Set(ids))
+        case .deleteAll:
+            try replaceAll(with: [])
+        case .moveItem(let id, let anchor):
+            try moveItem(id, anchor: anchor)
+        case .reloadItems(let ids):
+            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            marks.reloadedItems.formUnion(ids)
+        case .reconfigureItems(let ids):
+            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            marks.reconfiguredItems.formUnion(ids)
+        case .updateItems(let updates):
+            try updateItems(updates)
+        case .batch:
+            throw .invalidArgument("a batch cannot contain a batch")
+        }
+    }
+
+    // MARK: - Sections
+
+    private func sectionIndex(_ id: Identifier) throws(DiffcastError) -> Int {
+        guard let index = snapshot.sectionPositions[id] else { throw .unknownSection(id) }
+        return index
+    }
+
+    private mutating func replaceAll(with inputs: [SectionInput]) throws(DiffcastError) {
+        var sectionIDs = Set<Identifier>()
+        for input in inputs where !sectionIDs.insert(input.id).inserted {
+            throw .duplicateIdentifier(kind: .section, id: input.id)
+        }
+        var newDirectory: [Identifier: ItemLocation] = [:]
+        newDirectory.reserveCapacity(inputs.reduce(0) { $0 + $1.items.count })
+        for input in inputs {
+            for (index, item) in input.items.enumerated()
+            where newDirectory.updateValue(ItemLocation(section: input.id, index: index), forKey: item.id) != nil {
+                throw .duplicateIdentifier(kind: .item, id: item.id)
+            }
+        }
+        if undo != nil {
+            for (id, location) in directory where newDirectory[id] == nil {
+                undo?.directoryChanges.append((id, location))
+            }
+            for (id, _) in newDirectory {
+                undo?.directoryChanges.append((id, directory[id]))
+            }
+        }
+        directory = newDirectory
+        let sections = inputs.map { input in
+            Section(id: input.id, data: input.data, items: input.items, revision: nextRevision())
+        }
+        snapshot.replaceSections(sections)
+        indexedRevisions.removeAll(keepingCapacity: true)
+        for section in sections {
+            indexedRevisions[section.id] = section.structureRevision
+        }
+        let alive = { (id: Identifier) in newDirectory[id] != nil }
+        marks.keepItems(where: alive)
+        marks.reloadedSections = marks.reloadedSections.filter { sectionIDs.contains($0) }
+    }
+
+    private mutating func insertSections(_ inputs: [SectionInput], at position: Int) throws(DiffcastError) {
+        var sectionIDs = Set<Identifier>()
+        for input in inputs
+        where snapshot.sectionPositions[input.id] != nil || !sectionIDs.insert(input.id).inserted {
+            throw .duplicateIdentifier(kind: .section, id: input.id)
+        }
+        try checkNewItems(inputs.flatMap(\.items))
+        var sections: [Section] = []
+        for input in inputs {
+            let section = Section(id: input.id, data: input.data, items: input.items, revision: nextRevision())
+            for (index, item) in input.items.enumerated() {
+                setLocation(ItemLocation(section: input.id, index: index), for: item.id)
+            }
+            indexedRevisions[input.id] = section.structureRevision
+            sections.append(section)
+        }
+        snapshot.insertSections(sections, at: position)
+    }
+
+    private mutating func deleteSections(_ ids: [Identifier]) throws(DiffcastError) {
+        var indices = Set<Int>()
+        for id in ids { indices.insert(try sectionIndex(id)) }
+        for index in indices {
+            let section = snapshot.sections[index]
+            for item in section.items {
+                setLocation(nil, for: item.id)
+                marks.forgetItem(item.id)
+            }
+            marks.reloadedSections.remove(section.id)
+            indexedRevisions[section.id] = nil
+        }
+        snapshot.removeSections(at: Array(indices))
+    }
+
+    private mutating func moveSection(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
+        let source = try sectionIndex(id)
+        _ = try sectionIndex(anchor.identifier)
+        guard id != anchor.identifier else {
+            throw .invalidArgument("section '\(id)' cannot be moved relative to itself")
+        }
+        let section = snapshot.sections[source]
+        snapshot.removeSections(at: [source])
+        let anchorIndex = snapshot.sectionPositions[anchor.identifier] ?? 0
+        snapshot.insertSections([section], at: anchor.isBefore ? anchorIndex : anchorIndex + 1)
+    }
+
+    // MARK: - Items
+
+    /// Throws when an item is already in the collection or appears twice among `items`.
+    private func checkNewItems(_ items: [Item]) throws(DiffcastError) {
+        var seen = Set<Identifier>()
+        for item in items where directory[item.id] != nil || !seen.insert(item.id).inserted {
+            throw .duplicateIdentifier(kind: .item, id: item.id)
+        }
+    }
+
+    private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
+        let sectionID = snapshot.sections[sectionIndex].id
+        for (offset, item) in items.enumerated() {
+            setLocation(ItemLocation(section: sectionID, index: position + offset), for: item.id)
+        }
+        let revision = nextRevision()
+        let wasIndexed = isIndexed(sectionAt: sectionIndex)
+        snapshot.withSection(at: sectionIndex) { section in
+            section.items.insert(contentsOf: items, at: position)
+            section.structureRevision = revision
+            section.contentRevision = revision
+        }
+        // Appending keeps every earlier index right, so the section stays indexed.
+        if wasIndexed && position + items.count == snapshot.sections[sectionIndex].items.count {
+            indexedRevisions[sectionID] = revision
+        }
+    }
+
+    private mutating func deleteItems(_ ids: Set<Identifier>) {
+        var sectionsTouched = Set<Int>()
+        for id in ids {
+            if let sectionID = directory[id]?.section, let index = snapshot.sectionPositions[sectionID] {
+                sectionsTouched.insert(index)
+            }
+            setLocation(nil, for: id)
+            marks.forgetItem(id)
+        }
+        for index in sectionsTouched {
+            let revision = nextRevision()
+            snapshot.withSection(at: index) { section in
+                section.items.removeAll { ids.contains($0.id) }
+                section.structureRevision = revision
+                section.contentRevision = revision
+            }
+        }
+    }
+
+    private mutating func moveItem(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
+        guard let source = location(of: id) else { throw .unknownItem(id) }
+        guard location(of: anchor.identifier) != nil else { throw .unknownItem(anchor.identifier) }
+        guard id != anchor.identifier else {
+            throw .invalidArgument("item '\(id)' cannot be moved relative to itself")
+        }
+        let item = snapshot.sections[source.section].items[source.item]
+        let revision = nextRevision()
+        snapshot.withSection(at: source.section) { section in
+            section.items.remove(at: source.item)
+            section.structureRevision = revision
+            section.contentRevision = revision
+        }
+        setLocation(nil, for: id)
+        guard let target = location(of: anchor.identifier) else { return }
+        insertItems([item], section: target.section, at: anchor.isBefore ? target.item : target.item + 1)
+    }
+
+    private mutating func updateItems(_ updates: [DataUpdate]) throws(DiffcastError) {
+        var targets: [(section: Int, item: Int)] = []
+        for update in updates {
+            guard let target = location(of: update.id) else { throw .unknownItem(update.id) }
+            targets.append(target)
+        }
+        for (target, update) in zip(targets, updates) {
+            let revision = nextRevision()
+            snapshot.withSection(at: target.section) { section in
+                section.items[target.item].data = update.data
+                section.contentRevision = revision
+            }
+            marks.dataChangedItems.insert(update.id)
+        }
+    }
+
+    // MARK: - Indexes
+
+    private mutating func nextRevision() -> Revision {
+        lastRevision += 1
+        return Revision(lastRevision)
+    }
+
+    private mutating func setLocation(_ location: ItemLocation?, for id: Identifier) {
+        if undo != nil {
+            undo?.directoryChanges.append((id, directory[id]))
+        }
+        directory[id] = location
+    }
+
+    private func isIndexed(sectionAt index: Int) -> Bool {
+        let section = snapshot.sections[index]
+        return indexedRevisions[section.id] == section.structureRevision
+    }
+
+    /// Makes the indices of one section's items in `directory` current: O(section) once per
+    /// structural change of that section, O(1) otherwise.
+    private mutating func indexItems(ofSectionAt index: Int) {
+        guard !isIndexed(sectionAt: index) else { return }
+        let section = snapshot.sections[index]
+        for (itemIndex, item) in section.items.enumerated() {
+            directory[item.id]?.index = itemIndex
+        }
+        indexedRevisions[section.id] = section.structureRevision
+    }
+}
+
+/// What the writes since the last changeset asked to be listed beyond what the diff finds.
+public struct ChangeMarks: Sendable, Equatable {
+    public var reloadedItems = Set<Identifier>()
+    public var reconfiguredItems = Set<Identifier>()
+    public var reloadedSections = Set<Identifier>()
+    /// Items whose data a write set: the differ checks only these in sections whose item
+    /// order did not change.
+    public var dataChangedItems = Set<Identifier>()
+
+    public init() {}
+
+    /// Whether a changeset must be published even when the diff finds nothing.
+    public var requiresPublication: Bool {
+        !reloadedItems.isEmpty || !reconfiguredItems.isEmpty || !reloadedSections.isEmpty
+    }
+
+    mutating func forgetItem(_ id: Identifier) {
+        reloadedItems.remove(id)
+        reconfiguredItems.remove(id)
+        dataChangedItems.remove(id)
+    }
+
+    mutating func keepItems(where isAlive: (Identifier) -> Bool) {
+        reloadedItems = reloadedItems.filter(isAlive)
+        reconfiguredItems = reconfiguredItems.filter(isAlive)
+        dataChangedItems = dataChangedItems.filter(isAlive)
+    }
+}
+
+struct ItemLocation: Sendable {
+    var section: Identifier
+    /// Valid only while the section's structure revision equals its entry in `indexedRevisions`.
+    var index: Int
+}
+
+/// What a failing `batch` needs to put the document back as it was.
+private struct UndoLog: Sendable {
+    let snapshot: Snapshot
+    let marks: ChangeMarks
+    var directoryChanges: [(Identifier, ItemLocation?)] = []
+
+    init(snapshot: Snapshot, marks: ChangeMarks) {
+        self.snapshot = snapshot
+        self.marks = marks
+    }
+}
+
+extension Anchor {
+    var isBefore: Bool {
+        if case .before = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,148 @@
+/// The text of an identifier: a JSON integer is taken as its decimal text, so `7` and `"7"` are one.
+public typealias Identifier = String
+
+/// The content of a section or item: canonical compact JSON text, compared as text.
+///
+/// Absent data and JSON `null` are both represented by `nil` at the use site, never by a
+/// `JSONText` holding `null`.
+public struct JSONText: Hashable, Sendable, CustomStringConvertible {
+    /// Compact JSON text of one value; object keys keep the order they were given in.
+    public let text: String
+
+    /// Wraps text that is already canonical compact JSON (the wire parser produces it).
+    public init(canonical text: String) {
+        self.text = text
+    }
+
+    public var description: String { text }
+}
+
+/// One item of a section: identity (`id`) and content (`data`) kept apart.
+public struct Item: Hashable, Sendable {
+    public var id: Identifier
+    public var data: JSONText?
+
+    public init(id: Identifier, data: JSONText? = nil) {
+        self.id = id
+        self.data = data
+    }
+}
+
+/// A marker that changes whenever something in a section changes, so that two versions of a
+/// section with equal revisions are known to be equal without looking at their items.
+public struct Revision: Hashable, Sendable, Comparable {
+    public let rawValue: UInt64
+
+    public init(_ rawValue: UInt64) {
+        self.rawValue = rawValue
+    }
+
+    public static func < (lhs: Revision, rhs: Revision) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One section of a snapshot with its ordered items.
+///
+/// `structureRevision` changes when the sequence of item identifiers changes;
+/// `contentRevision` changes on that and on any item data change. Revisions are handed out by
+/// a `Document` and never reused, which lets the differ skip untouched sections.
+public struct Section: Sendable {
+    public var id: Identifier
+    public var data: JSONText?
+    public internal(set) var items: [Item]
+    public internal(set) var structureRevision: Revision
+    public internal(set) var contentRevision: Revision
+
+    public init(id: Identifier, data: JSONText? = nil, items: [Item] = []) {
+        self.init(id: id, data: data, items: items, revision: Revision(0))
+    }
+
+    init(id: Identifier, data: JSONText?, items: [Item], revision: Revision) {
+        self.id = id
+        self.data = data
+        self.items = items
+        self.structureRevision = revision
+        self.contentRevision = revision
+    }
+}
+
+/// An immutable-by-value picture of a collection: ordered sections, each with ordered items.
+///
+/// Identifiers are unique: sections among sections, items across the whole snapshot. Copies
+/// share storage, so keeping old versions costs only what later versions changed.
+public struct Snapshot: Sendable {
+    public private(set) var sections: [Section]
+    /// Position of every section by identifier; rebuilt whenever the section order changes.
+    public private(set) var sectionPositions: [Identifier: Int]
+
+    public init() {
+        sections = []
+        sectionPositions = [:]
+    }
+
+    /// A snapshot of the given sections, which must have unique identifiers (use
+    /// `Document.apply` for input that may not).
+    public init(uncheckedSections sections: [Section]) {
+        self.sections = sections
+        self.sectionPositions = [:]
+        reindexSections()
+    }
+
+    public var itemCount: Int {
+        sections.reduce(0) { $0 + $1.items.count }
+    }
+
+    /// All identifiers and data as plain values, for tests and for comparing states.
+    public var outline: [SectionOutline] {
+        sections.map { SectionOutline(id: $0.id, data: $0.data, items: $0.items) }
+    }
+
+    mutating func replaceSections(_ newSections: [Section]) {
+        sections = newSections
+        reindexSections()
+    }
+
+    mutating func withSection<Result>(at index: Int, _ body: (inout Section) throws -> Result) rethrows -> Result {
+        try body(&sections[index])
+    }
+
+    mutating func insertSections(_ newSections: [Section], at index: Int) {
+        sections.insert(contentsOf: newSections, at: index)
+        reindexSections()
+    }
+
+    mutating func removeSections(at indices: [Int]) {
+        for index in indices.sorted(by: >) {
+            sections.remove(at: index)
+        }
+        reindexSections()
+    }
+
+    mutating func moveSection(from source: Int, to destination: Int) {
+        let section = sections.remove(at: source)
+        sections.insert(section, at: destination)
+        reindexSections()
+    }
+
+    private mutating func reindexSections() {
+        var positions: [Identifier: Int] = [:]
+        positions.reserveCapacity(sections.count)
+        for (index, section) in sections.enumerated() {
+            positions[section.id] = index
+        }
+        sectionPositions = positions
+    }
+}
+
+/// A section as plain values (identifier, data, items), without revisions: what two snapshots
+/// must agree on to be the same state.
+public struct SectionOutline: Hashable, Sendable {
+    public var id: Identifier
+    public var data: JSONText?
+    public var items: [Item]
+
+    public init(id: Identifier, data: JSONText? = nil, items: [Item] = []) {
+        self.id = id
+        self.data = data
+        self.items = items
+    }
+}

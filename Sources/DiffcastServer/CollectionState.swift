@@ -1,0 +1,51 @@
+import DiffcastCore
+
+/// One collection as the apply queue holds it: the document, its version and epoch, and recent
+/// snapshots by version, from which a subscriber that fell behind gets one changeset.
+final class CollectionState {
+    let name: String
+    let epoch: String
+    var document = Document()
+    var version: UInt64 = 0
+    /// False until a write succeeds or a subscriber names it: a rejected first write leaves no
+    /// collection behind.
+    var exists = false
+    private(set) var history: [(version: UInt64, snapshot: Snapshot)] = []
+    private let historyLimits: HistoryLimits
+
+    init(name: String, epoch: String, historyLimits: HistoryLimits) {
+        self.name = name
+        self.epoch = epoch
+        self.historyLimits = historyLimits
+    }
+
+    /// Remembers `snapshot` as the state at `version`, dropping the oldest entries past the limits.
+    func remember(_ snapshot: Snapshot, as version: UInt64) {
+        history.append((version, snapshot))
+        var retainedItems = history.reduce(0) { $0 + $1.snapshot.itemCount }
+        while history.count > historyLimits.versions
+            || (history.count > 1 && retainedItems > historyLimits.items)
+        {
+            retainedItems -= history[0].snapshot.itemCount
+            history.removeFirst()
+        }
+    }
+
+    func snapshot(at version: UInt64) -> Snapshot? {
+        history.last { $0.version == version }?.snapshot
+    }
+}
+
+/// How much history a collection keeps for catch-up changesets.
+public struct HistoryLimits: Sendable, Equatable {
+    /// At most this many versions.
+    public var versions: Int
+    /// At most this many items summed over the retained snapshots (they share unchanged
+    /// sections, so this bounds memory from above).
+    public var items: Int
+
+    public init(versions: Int = 64, items: Int = 4_000_000) {
+        self.versions = versions
+        self.items = items
+    }
+}

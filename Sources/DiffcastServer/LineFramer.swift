@@ -1,0 +1,47 @@
+/// Splits a byte stream into `\n`-terminated lines, with a bound on line length: a line past
+/// the bound is reported once and its remaining bytes skipped, so no client can make the
+/// daemon buffer without limit.
+struct LineFramer {
+    /// What the framer found in the bytes it was given.
+    enum Piece {
+        case line([UInt8])
+        case lineTooLong
+    }
+
+    let maximumLineBytes: Int
+    private var partial: [UInt8] = []
+    private var skipping = false
+
+    init(maximumLineBytes: Int) {
+        self.maximumLineBytes = maximumLineBytes
+    }
+
+    /// Whether an unfinished line is buffered (a client that vanishes now loses it).
+    var hasPartialLine: Bool { !partial.isEmpty }
+
+    mutating func feed(_ chunk: UnsafeRawBufferPointer, _ emit: (Piece) -> Void) {
+        var start = 0
+        while start < chunk.count {
+            let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n"))
+            let end = newline ?? chunk.count
+            if skipping {
+                if newline != nil { skipping = false }
+            } else if partial.count + (end - start) > maximumLineBytes {
+                partial = []
+                emit(.lineTooLong)
+                skipping = newline == nil
+            } else if let newline {
+                if partial.isEmpty {
+                    emit(.line(Array(chunk[start..<newline])))
+                } else {
+                    partial.append(contentsOf: chunk[start..<newline])
+                    emit(.line(partial))
+                    partial = []
+                }
+            } else {
+                partial.append(contentsOf: chunk[start..<end])
+            }
+            start = end + 1
+        }
+    }
+}

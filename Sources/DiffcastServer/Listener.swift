@@ -1,0 +1,97 @@
+import CLibUV
+import Glibc
+
+/// Binds the daemon's listening sockets and hands accepted streams to the server.
+enum Listener {
+    private static let backlog: Int32 = 511
+
+    /// A Unix socket at `path`. A stale file from a dead daemon is replaced; a live daemon on
+    /// it is refused.
+    static func unix(path: String, server: Server) throws -> UnsafeMutableRawPointer {
+        let limit = Int(dc_unix_path_max())
+        guard path.utf8.count <= limit else { throw ServerError.socketPathTooLong(path, limit: limit) }
+        if access(path, F_OK) == 0 {
+            let probe = dc_probe_unix_socket(path)
+            if probe == 0 { throw ServerError.alreadyServed(path) }
+            if probe == ECONNREFUSED || probe == ENOENT {
+                server.logger.info("removing a stale socket file", metadata: ["path": "\(path)"])
+                unlink(path)
+            }
+        }
+        let handle = allocateHandle(UV_NAMED_PIPE)
+        uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
+        var result = uv_pipe_bind(handle.assumingMemoryBound(to: uv_pipe_t.self), path)
+        if result == 0 {
+            result = uv_listen(dc_stream(handle), backlog) { stream, status in
+                Listener.didConnect(stream, status: status, type: UV_NAMED_PIPE)
+            }
+        }
+        guard result == 0 else {
+            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            throw ServerError.libuv("listening on \(path)", result)
+        }
+        server.logger.info("listening", metadata: ["socket": "\(path)"])
+        return handle
+    }
+
+    /// A TCP listener on `host:port` (IPv4 or IPv6 literal).
+    static func tcp(address: String, server: Server) throws -> UnsafeMutableRawPointer {
+        guard let colon = address.lastIndex(of: ":"), let port = Int32(address[address.index(after: colon)...]) else {
+            throw ServerError.badAddress(address)
+        }
+        let host = String(address[..<colon].filter { $0 != "[" && $0 != "]" })
+        var storage = sockaddr_storage()
+        let parsed = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { uv_ip4_addr(host, port, $0) } == 0
+                || pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { uv_ip6_addr(host, port, $0) } == 0
+        }
+        guard parsed else { throw ServerError.badAddress(address) }
+        let handle = allocateHandle(UV_TCP)
+        uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
+        var result = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
+            }
+        }
+        if result == 0 {
+            result = uv_listen(dc_stream(handle), backlog) { stream, status in
+                Listener.didConnect(stream, status: status, type: UV_TCP)
+            }
+        }
+        guard result == 0 else {
+            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            throw ServerError.libuv("listening on \(address)", result)
+        }
+        server.logger.info("listening", metadata: ["tcp": "\(address)"])
+        return handle
+    }
+
+    static func close(_ handle: UnsafeMutableRawPointer, removingSocketAt path: String?) {
+        if dc_handle(handle).pointee.type == UV_NAMED_PIPE, let path {
+            unlink(path)
+        }
+        uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+    }
+
+    private static func allocateHandle(_ type: uv_handle_type) -> UnsafeMutableRawPointer {
+        let size = uv_handle_size(type)
+        let handle = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        handle.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        return handle
+    }
+
+    private static func didConnect(_ stream: UnsafeMutablePointer<uv_stream_t>?, status: Int32, type: uv_handle_type) {
+        guard let stream, status == 0, let server = Server.from(stream) else { return }
+        let client = allocateHandle(type)
+        if type == UV_TCP {
+            uv_tcp_init(stream.pointee.loop, client.assumingMemoryBound(to: uv_tcp_t.self))
+        } else {
+            uv_pipe_init(stream.pointee.loop, client.assumingMemoryBound(to: uv_pipe_t.self), 0)
+        }
+        guard uv_accept(stream, dc_stream(client)) == 0 else {
+            uv_close(dc_handle(client)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            return
+        }
+        server.accept(client, isTCP: type == UV_TCP)
+    }
+}

@@ -1,0 +1,56 @@
+import DiffcastCore
+import DiffcastWire
+
+/// Identifies a client connection across threads; the loop owns the connection itself.
+public typealias ConnectionID = UInt64
+
+/// Where a response goes: the connection and the position of its request among that
+/// connection's requests, so responses leave in request order.
+public struct ResponseAddress: Hashable, Sendable {
+    public var connection: ConnectionID
+    public var slot: UInt64
+
+    public init(connection: ConnectionID, slot: UInt64) {
+        self.connection = connection
+        self.slot = slot
+    }
+}
+
+/// Work the loop hands to the apply queue.
+public enum Job: Sendable {
+    /// A request that needs the collections' state (writes, get, subscribe, drop, list, stats).
+    case request(Request, ResponseAddress)
+    /// A subscriber that fell behind has drained: bring it from `since` to the current version.
+    case catchUp(connection: ConnectionID, collection: String, since: UInt64)
+}
+
+/// Results the apply queue hands back to the loop, in the order they must take effect.
+public enum Outcome: Sendable {
+    case response(ResponseAddress, SharedBytes)
+    /// A new version: `event` goes to every subscriber that holds `from`.
+    case published(collection: String, from: UInt64, to: UInt64, event: SharedBytes)
+    /// A subscription starts at `version`; `event` (snapshot or changeset), if any, goes first.
+    case subscribed(ResponseAddress, collection: String, version: UInt64, event: SharedBytes?, response: SharedBytes)
+    case caughtUp(connection: ConnectionID, collection: String, version: UInt64, event: SharedBytes)
+    case dropped(collection: String)
+    /// `list` and `stats` answers, finished by the loop, which knows the subscribers.
+    case listing(ResponseAddress, id: JSONText?, collections: [CollectionSummary])
+    case statistics(ResponseAddress, id: JSONText?, ApplyStatistics)
+}
+
+/// One row of `list`, as the apply queue knows it.
+public struct CollectionSummary: Sendable {
+    public var name: String
+    public var version: UInt64
+    public var sections: Int
+    public var items: Int
+}
+
+/// Counters of the apply queue for `stats`.
+public struct ApplyStatistics: Sendable {
+    public var collections = 0
+    public var writesApplied: UInt64 = 0
+    public var writesRejected: UInt64 = 0
+    public var versionsPublished: UInt64 = 0
+    public var batches: UInt64 = 0
+}

@@ -1,0 +1,41 @@
+import CLibUV
+import Synchronization
+
+/// Carries outcomes from the apply queue's thread to the loop thread: a locked list plus
+/// `uv_async_send`, whose wake-ups coalesce, so the loop takes everything queued at each wake.
+final class OutcomeMailbox: @unchecked Sendable {
+    private struct State {
+        var outcomes: [Outcome] = []
+        var isOpen = true
+    }
+
+    private let state = Mutex<State>(State())
+    /// Written once on the loop thread before any send; libuv makes `uv_async_send` thread-safe.
+    let handle: UnsafeMutablePointer<uv_async_t>
+
+    init(handle: UnsafeMutablePointer<uv_async_t>) {
+        self.handle = handle
+    }
+
+    /// From any thread: queue outcomes and wake the loop.
+    func post(_ outcomes: [Outcome]) {
+        let shouldWake = state.withLock { state in
+            guard state.isOpen else { return false }
+            state.outcomes.append(contentsOf: outcomes)
+            return true
+        }
+        if shouldWake {
+            uv_async_send(handle)
+        }
+    }
+
+    /// On the loop thread: everything posted so far.
+    func take() -> [Outcome] {
+        state.withLock { $0.outcomes.swapAndClear() }
+    }
+
+    /// On the loop thread, before the async handle is closed: later posts are dropped.
+    func close() {
+        state.withLock { $0.isOpen = false }
+    }
+}

@@ -1,0 +1,485 @@
+import CLibUV
+import DiffcastCore
+import DiffcastWire
+import Logging
+
+/// The daemon on its loop thread: accepts clients, parses their lines, hands requests to the
+/// apply queue, and fans the outcomes out to subscribers. Every socket belongs to this thread.
+public final class Server {
+    let configuration: ServerConfiguration
+    let logger: Logger
+    let loop: UnsafeMutablePointer<uv_loop_t>
+    private let parser: RequestParser
+    private var listeners: [UnsafeMutableRawPointer] = []
+    private var connections: [ConnectionID: Connection] = [:]
+    private var subscribers: [String: Set<ConnectionID>] = [:]
+    private var lastConnectionID: ConnectionID = 0
+    private var pendingJobs: [Job] = []
+    private var dirty: Set<ConnectionID> = []
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    private var mailbox: OutcomeMailbox?
+    private var applyQueue: ApplyQueue?
+    private var signals: [UnsafeMutablePointer<uv_signal_t>] = []
+    private var isStopping = false
+    private var counters = LoopCounters()
+
+    private struct LoopCounters {
+        var connectionsAccepted: UInt64 = 0
+        var requests: UInt64 = 0
+        var eventsQueued: UInt64 = 0
+        var bytesQueued: UInt64 = 0
+        var catchUps: UInt64 = 0
+        var slowDisconnects: UInt64 = 0
+    }
+
+    public init(configuration: ServerConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.parser = RequestParser(limits: configuration.requestLimits)
+        self.loop = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
+        self.readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
+    }
+
+    deinit {
+        readBuffer.deallocate()
+        loop.deallocate()
+    }
+
+    /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
+    public func run(engine: ApplyEngine, onReady: () -> Void = {}) throws {
+        dc_ignore_sigpipe()
+        try check(uv_loop_init(loop), "uv_loop_init")
+        loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        let asyncHandle = UnsafeMutablePointer<uv_async_t>.allocate(capacity: 1)
+        asyncHandle.initialize(to: uv_async_t())
+        try check(uv_async_init(loop, asyncHandle) { handle in Server.from(handle)?.drainMailbox() }, "uv_async_init")
+        let mailbox = OutcomeMailbox(handle: asyncHandle)
+        self.mailbox = mailbox
+        applyQueue = ApplyQueue(
+            engine: engine, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
+            deliver: { mailbox.post($0) })
+        for signal in [SIGINT, SIGTERM] {
+            let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
+            handle.initialize(to: uv_signal_t())
+            uv_signal_init(loop, handle)
+            uv_signal_start(handle, { handle, signal in Server.from(handle)?.stop(reason: "signal \(signal)") }, signal)
+            uv_unref(dc_handle(handle))
+            signals.append(handle)
+        }
+        if let path = configuration.socketPath {
+            listeners.append(try Listener.unix(path: path, server: self))
+        }
+        if let address = configuration.tcpAddress {
+            listeners.append(try Listener.tcp(address: address, server: self))
+        }
+        onReady()
+        uv_run(loop, UV_RUN_DEFAULT)
+        uv_loop_close(loop)
+        asyncHandle.deallocate()
+    }
+
+    static func from(_ handle: UnsafeMutableRawPointer?) -> Server? {
+        guard let handle, let loop = dc_handle(handle).pointee.loop, let data = loop.pointee.data else { return nil }
+        return Unmanaged<Server>.fromOpaque(data).takeUnretainedValue()
+    }
+
+    /// Stops accepting, lets the apply queue finish, flushes what can be flushed and closes.
+    func stop(reason: String) {
+        guard !isStopping else { return }
+        isStopping = true
+        logger.info("stopping", metadata: ["reason": "\(reason)"])
+        for listener in listeners {
+            Listener.close(listener, removingSocketAt: configuration.socketPath)
+        }
+        listeners = []
+        applyQueue?.waitUntilIdle()
+        drainMailbox()
+        for connection in connections.values {
+            uv_read_stop(dc_stream(connection.handle))
+            connection.peerFinished = true
+            finishIfDone(connection)
+        }
+        for handle in signals {
+            uv_close(dc_handle(handle)) { handle in handle?.deallocate() }
+        }
+        signals = []
+        if let mailbox {
+            mailbox.close()
+            uv_close(dc_handle(mailbox.handle), nil)
+        }
+    }
+
+    // MARK: - Connections
+
+    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool) {
+        lastConnectionID += 1
+        counters.connectionsAccepted += 1
+        let connection = Connection(
+            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
+            isAuthenticated: !isTCP || configuration.tcpToken == nil)
+        connections[connection.id] = connection
+        dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+        uv_read_start(
+            dc_stream(handle),
+            { handle, _, buffer in
+                guard let server = Server.from(handle), let buffer else { return }
+                buffer.pointee = uv_buf_init(
+                    server.readBuffer.baseAddress?.assumingMemoryBound(to: CChar.self), UInt32(server.readBuffer.count))
+            },
+            { stream, count, _ in
+                guard let stream, let server = Server.from(stream) else { return }
+                server.didRead(stream: stream, count: count)
+            })
+    }
+
+    private func connection(of handle: UnsafeMutableRawPointer) -> Connection? {
+        guard let data = dc_handle(handle).pointee.data else { return nil }
+        return connections[ConnectionID(UInt(bitPattern: data))]
+    }
+
+    private func didRead(stream: UnsafeMutablePointer<uv_stream_t>, count: Int) {
+        guard let connection = connection(of: stream) else { return }
+        if count < 0 {
+            if count == Int(UV_EOF.rawValue) {
+                uv_read_stop(stream)
+                connection.peerFinished = true
+                finishIfDone(connection)
+            } else {
+                close(connection)
+            }
+            return
+        }
+        guard count > 0 else { return }
+        connection.framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) { piece in
+            switch piece {
+            case .line(let line): handleLine(line, from: connection)
+            case .lineTooLong:
+                let slot = connection.reserveSlot()
+                let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
+                connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+            }
+        }
+        dirty.insert(connection.id)
+        submitPendingJobs()
+        flushDirty()
+    }
+
+    private func handleLine(_ line: [UInt8], from connection: Connection) {
+        if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
+            return
+        }
+        counters.requests += 1
+        let slot = connection.reserveSlot()
+        let address = ResponseAddress(connection: connection.id, slot: slot)
+        let request: Request
+        do {
+            request = try parser.parse(line: line)
+        } catch {
+            connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
+            return
+        }
+        switch request.command {
+        case .ping:
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+        case .unsubscribe(let name):
+            removeSubscription(of: connection, to: name)
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+        case .write, .drop:
+            guard connection.isAuthenticated else {
+                let error = DiffcastError.unauthorized("authenticate with an 'auth' request before writing")
+                connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+                return
+            }
+            pendingJobs.append(.request(request, address))
+        case .get, .subscribe, .list, .stats:
+            pendingJobs.append(.request(request, address))
+        }
+    }
+
+    private func submitPendingJobs() {
+        guard !pendingJobs.isEmpty else { return }
+        applyQueue?.submit(pendingJobs.swapAndClear())
+    }
+
+    /// Shuts the stream down once every request has its answer and every byte is written.
+    private func finishIfDone(_ connection: Connection) {
+        guard connection.peerFinished, !connection.isClosing, !connection.hasUnansweredRequests,
+            !connection.hasOutbound, !connection.isWriting
+        else { return }
+        connection.markClosing()
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        request.initialize(to: uv_shutdown_t())
+        let result = uv_shutdown(request, dc_stream(connection.handle)) { request, _ in
+            guard let request else { return }
+            let stream = request.pointee.handle
+            request.deallocate()
+            if let stream, let server = Server.from(stream), let connection = server.connection(of: stream) {
+                server.close(connection)
+            }
+        }
+        if result != 0 {
+            request.deallocate()
+            close(connection)
+        }
+    }
+
+    private func close(_ connection: Connection) {
+        guard connections.removeValue(forKey: connection.id) != nil else { return }
+        connection.markClosing()
+        for name in connection.subscriptions.keys {
+            subscribers[name]?.remove(connection.id)
+        }
+        connection.subscriptions = [:]
+        dirty.remove(connection.id)
+        uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
+    }
+
+    private func removeSubscription(of connection: Connection, to name: String) {
+        connection.subscriptions[name] = nil
+        subscribers[name]?.remove(connection.id)
+        if subscribers[name]?.isEmpty == true { subscribers[name] = nil }
+    }
+
+    // MARK: - Writing
+
+    private func flushDirty() {
+        for id in dirty {
+            guard let connection = connections[id] else { continue }
+            startWrite(connection)
+            finishIfDone(connection)
+        }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    /// One vectored write of everything queued, unless a write is already in flight (its
+    /// completion starts the next one).
+    private func startWrite(_ connection: Connection) {
+        guard !connection.isWriting, connection.hasOutbound, !connection.isClosing else { return }
+        let chunks = connection.takeOutbound(limit: 512)
+        let context = WriteContext(connection: connection.id, chunks: chunks)
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.initialize(to: uv_write_t())
+        request.pointee.data = Unmanaged.passRetained(context).toOpaque()
+        let result = uv_write(request, dc_stream(connection.handle), context.buffers, UInt32(chunks.count)) { request, status in
+            guard let request, let data = request.pointee.data else { return }
+            let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
+            let stream = request.pointee.handle
+            request.deallocate()
+            guard let stream, let server = Server.from(stream) else { return }
+            server.didWrite(context, status: status)
+        }
+        if result != 0 {
+            Unmanaged<WriteContext>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            connection.writeFinished(bytes: context.byteCount)
+            close(connection)
+        }
+    }
+
+    private func didWrite(_ context: WriteContext, status: Int32) {
+        guard let connection = connections[context.connection] else { return }
+        connection.writeFinished(bytes: context.byteCount)
+        if status != 0 {
+            close(connection)
+            return
+        }
+        startWrite(connection)
+        requestCatchUpsIfDrained(connection)
+        submitPendingJobs()
+        finishIfDone(connection)
+    }
+
+    // MARK: - Outcomes
+
+    private func drainMailbox() {
+        guard let mailbox else { return }
+        for outcome in mailbox.take() {
+            apply(outcome)
+        }
+        submitPendingJobs()
+        flushDirty()
+    }
+
+    private func apply(_ outcome: Outcome) {
+        switch outcome {
+        case .response(let address, let bytes):
+            respond(address, bytes)
+        case .published(let name, let from, let to, let event):
+            fanOut(collection: name, from: from, to: to, event: event)
+        case .subscribed(let address, let name, let version, let event, let response):
+            guard let connection = connections[address.connection] else { return }
+            if let event { queue(event, to: connection) }
+            connection.subscriptions[name] = Subscription(version: version)
+            subscribers[name, default: []].insert(connection.id)
+            respond(address, response)
+        case .caughtUp(let id, let name, let version, let event):
+            guard let connection = connections[id], connection.subscriptions[name] != nil else { return }
+            counters.catchUps += 1
+            queue(event, to: connection)
+            connection.subscriptions[name] = Subscription(version: version)
+        case .dropped(let name):
+            let event = SharedBytes(WireEncoder.droppedEvent(collection: name))
+            for id in subscribers.removeValue(forKey: name) ?? [] {
+                guard let connection = connections[id] else { continue }
+                connection.subscriptions[name] = nil
+                queue(event, to: connection)
+            }
+        case .listing(let address, let id, let rows):
+            let bytes = WireEncoder.success(id: id, op: "list") { output in
+                output.appendRaw(",\"collections\":[")
+                for (index, row) in rows.enumerated() {
+                    output.appendRaw(index == 0 ? "{\"name\":" : ",{\"name\":")
+                    output.append(string: row.name)
+                    output.appendRaw(",\"version\":")
+                    output.append(row.version)
+                    output.appendRaw(",\"sections\":")
+                    output.append(row.sections)
+                    output.appendRaw(",\"items\":")
+                    output.append(row.items)
+                    output.appendRaw(",\"subscribers\":")
+                    output.append(subscribers[row.name]?.count ?? 0)
+                    output.appendRaw("}")
+                }
+                output.appendRaw("]")
+            }
+            respond(address, SharedBytes(bytes))
+        case .statistics(let address, let id, let applied):
+            respond(address, SharedBytes(statisticsResponse(id: id, applied)))
+        }
+    }
+
+    private func statisticsResponse(id: JSONText?, _ applied: ApplyStatistics) -> [UInt8] {
+        WireEncoder.success(id: id, op: "stats") { output in
+            let fields: [(StaticString, UInt64)] = [
+                (",\"connections\":", UInt64(connections.count)),
+                (",\"connections_accepted\":", counters.connectionsAccepted),
+                (",\"subscriptions\":", UInt64(subscribers.values.reduce(0) { $0 + $1.count })),
+                (",\"collections\":", UInt64(applied.collections)),
+                (",\"requests\":", counters.requests),
+                (",\"writes_applied\":", applied.writesApplied),
+                (",\"writes_rejected\":", applied.writesRejected),
+                (",\"versions_published\":", applied.versionsPublished),
+                (",\"apply_batches\":", applied.batches),
+                (",\"events_queued\":", counters.eventsQueued),
+                (",\"bytes_queued\":", counters.bytesQueued),
+                (",\"catch_ups\":", counters.catchUps),
+                (",\"slow_disconnects\":", counters.slowDisconnects),
+            ]
+            for (key, value) in fields {
+                output.appendRaw(key)
+                output.append(value)
+            }
+        }
+    }
+
+    private func respond(_ address: ResponseAddress, _ bytes: SharedBytes) {
+        guard let connection = connections[address.connection] else { return }
+        connection.answer(slot: address.slot, bytes)
+        dirty.insert(connection.id)
+    }
+
+    private func queue(_ event: SharedBytes, to connection: Connection) {
+        guard event.count > 0 else { return }
+        counters.eventsQueued += 1
+        counters.bytesQueued += UInt64(event.count)
+        connection.enqueue(event)
+        dirty.insert(connection.id)
+    }
+
+    /// Writes the same event bytes to every subscriber that holds `from`; one that is over its
+    /// unsent-bytes limit is skipped and caught up once it drains (or disconnected, by policy).
+    private func fanOut(collection name: String, from: UInt64, to: UInt64, event: SharedBytes) {
+        guard let ids = subscribers[name] else { return }
+        for id in ids {
+            guard let connection = connections[id], let subscription = connection.subscriptions[name],
+                !subscription.isLagging
+            else { continue }
+            if subscription.version == from && connection.unsentBytes <= configuration.maximumUnsentBytes {
+                queue(event, to: connection)
+                connection.subscriptions[name]?.version = to
+            } else if configuration.slowSubscriberPolicy == .disconnect {
+                disconnectSlow(connection)
+            } else {
+                connection.subscriptions[name]?.isLagging = true
+                requestCatchUpsIfDrained(connection)
+            }
+        }
+    }
+
+    /// Drops what is queued for a slow subscriber, sends it one error line and closes it once
+    /// that is written.
+    private func disconnectSlow(_ connection: Connection) {
+        counters.slowDisconnects += 1
+        logger.warning("disconnecting a slow subscriber", metadata: ["connection": "\(connection.id)"])
+        for name in connection.subscriptions.keys {
+            removeSubscription(of: connection, to: name)
+        }
+        uv_read_stop(dc_stream(connection.handle))
+        connection.peerFinished = true
+        connection.discardOutbound()
+        let limit = configuration.maximumUnsentBytes
+        queue(
+            SharedBytes(
+                WireEncoder.disconnectEvent(
+                    code: "limit_exceeded",
+                    message: "more than \(limit) bytes unsent (max_unsent_bytes): disconnected")),
+            to: connection)
+    }
+
+    private func requestCatchUpsIfDrained(_ connection: Connection) {
+        guard connection.unsentBytes <= configuration.maximumUnsentBytes / 2 else { return }
+        for (name, subscription) in connection.subscriptions where subscription.isLagging && !subscription.catchUpRequested {
+            connection.subscriptions[name]?.catchUpRequested = true
+            pendingJobs.append(.catchUp(connection: connection.id, collection: name, since: subscription.version))
+        }
+    }
+
+    private func check(_ result: Int32, _ what: String) throws {
+        if result != 0 { throw ServerError.libuv(what, result) }
+    }
+}
+
+/// Keeps the bytes of one vectored write alive until libuv's write callback.
+final class WriteContext {
+    let connection: ConnectionID
+    let chunks: [SharedBytes]
+    let buffers: UnsafeMutablePointer<uv_buf_t>
+    let byteCount: Int
+
+    init(connection: ConnectionID, chunks: [SharedBytes]) {
+        self.connection = connection
+        self.chunks = chunks
+        buffers = .allocate(capacity: max(chunks.count, 1))
+        var total = 0
+        for (index, chunk) in chunks.enumerated() {
+            buffers[index] = uv_buf_init(chunk.pointer.assumingMemoryBound(to: CChar.self), UInt32(chunk.count))
+            total += chunk.count
+        }
+        byteCount = total
+    }
+
+    deinit {
+        buffers.deallocate()
+    }
+}
+
+/// Why the server could not start.
+public enum ServerError: Error, CustomStringConvertible {
+    case libuv(String, Int32)
+    case socketPathTooLong(String, limit: Int)
+    case alreadyServed(String)
+    case badAddress(String)
+
+    public var description: String {
+        switch self {
+        case .libuv(let what, let code):
+            "\(what) failed: \(String(cString: uv_strerror(code)))"
+        case .socketPathTooLong(let path, let limit):
+            "socket path '\(path)' is longer than \(limit) bytes"
+        case .alreadyServed(let path):
+            "another daemon is already serving \(path); stop it or choose another --socket"
+        case .badAddress(let address):
+            "bad TCP address '\(address)': expected HOST:PORT"
+        }
+    }
+}

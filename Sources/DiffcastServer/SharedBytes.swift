@@ -1,0 +1,20 @@
+/// Immutable bytes on the heap with a stable address, shared by every connection that sends
+/// them: an event is encoded once and the same buffer is handed to each subscriber's writes.
+public final class SharedBytes: @unchecked Sendable {
+    public let pointer: UnsafeMutableRawPointer
+    public let count: Int
+
+    public init(_ bytes: [UInt8]) {
+        count = bytes.count
+        pointer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        bytes.withUnsafeBytes { source in
+            if let base = source.baseAddress {
+                pointer.copyMemory(from: base, byteCount: bytes.count)
+            }
+        }
+    }
+
+    deinit {
+        pointer.deallocate()
+    }
+}

@@ -1,0 +1,95 @@
+import DiffcastCore
+
+/// Bytes of compact JSON under construction. Strings are escaped as Python's
+/// `json.dumps(ensure_ascii=False)` does, so canonical text matches other implementations.
+public struct JSONOutput: Sendable {
+    public private(set) var bytes: [UInt8]
+
+    public init(reservingCapacity capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Appends text that is already JSON (a key with its quotes, punctuation, canonical data).
+    public mutating func appendRaw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    public mutating func appendRaw(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+    }
+
+    public mutating func appendRaw(_ data: JSONText) {
+        bytes.append(contentsOf: data.text.utf8)
+    }
+
+    public mutating func appendByte(_ byte: UInt8) {
+        bytes.append(byte)
+    }
+
+    public mutating func append(_ number: some BinaryInteger) {
+        appendRaw(String(number))
+    }
+
+    /// Data as a JSON value: `null` when absent.
+    public mutating func append(data: JSONText?) {
+        if let data { appendRaw(data) } else { appendRaw("null") }
+    }
+
+    public mutating func append(string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = string
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5c {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                appendEscape(byte)
+                runStart = index + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendEscape(_ byte: UInt8) {
+        switch byte {
+        case 0x22: appendRaw("\\\"")
+        case 0x5c: appendRaw("\\\\")
+        case 0x0a: appendRaw("\\n")
+        case 0x0d: appendRaw("\\r")
+        case 0x09: appendRaw("\\t")
+        case 0x08: appendRaw("\\b")
+        case 0x0c: appendRaw("\\f")
+        default:
+            let hex = String(byte, radix: 16)
+            appendRaw("\\u00" + (hex.count == 1 ? "0" + hex : hex))
+        }
+    }
+
+    public mutating func append(_ value: JSONValue) {
+        switch value {
+        case .null: appendRaw("null")
+        case .bool(let flag): flag ? appendRaw("true") : appendRaw("false")
+        case .number(let text): appendRaw(text)
+        case .string(let text): append(string: text)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                append(element)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, member) in members.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                append(string: member.key)
+                bytes.append(UInt8(ascii: ":"))
+                append(member.value)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import DiffcastCore
+
+/// What a request asks for, typed; writes carry a `WriteOperation` from DiffcastCore.
+public enum Command: Sendable, Equatable {
+    case ping
+    case list
+    case stats
+    case get(collection: String)
+    case subscribe(collection: String, since: UInt64?, epoch: String?)
+    case unsubscribe(collection: String)
+    case drop(collection: String)
+    case write(collection: String, WriteOperation)
+
+    /// The collection the command names, if any.
+    public var collection: String? {
+        switch self {
+        case .ping, .list, .stats: nil
+        case .get(let name), .subscribe(let name, _, _), .unsubscribe(let name), .drop(let name), .write(let name, _):
+            name
+        }
+    }
+}
+
+/// One parsed request line: the command plus what its response must echo.
+public struct Request: Sendable, Equatable {
+    /// The request's `id`, as canonical JSON, echoed in the response.
+    public var id: JSONText?
+    public var op: String
+    public var command: Command
+
+    public init(id: JSONText?, op: String, command: Command) {
+        self.id = id
+        self.op = op
+        self.command = command
+    }
+}
+
+/// A request that could not be parsed, with what is known of it for the error response.
+public struct RequestError: Error, Sendable, Equatable {
+    public var id: JSONText?
+    public var op: String?
+    public var error: DiffcastError
+
+    public init(id: JSONText?, op: String?, error: DiffcastError) {
+        self.id = id
+        self.op = op
+        self.error = error
+    }
+}
+
+/// Limits a request must stay within, from the daemon's configuration.
+public struct RequestLimits: Sendable, Equatable {
+    public var maximumDepth: Int
+    public var maximumIdentifierBytes: Int
+
+    public init(maximumDepth: Int = JSONParser.defaultMaximumDepth, maximumIdentifierBytes: Int = 1024) {
+        self.maximumDepth = maximumDepth
+        self.maximumIdentifierBytes = maximumIdentifierBytes
+    }
+}

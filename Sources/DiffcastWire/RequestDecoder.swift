@@ -1,0 +1,84 @@
+import DiffcastCore
+
+/// Reads the members of one request object into a typed `Request`, checking every argument in
+/// the order SPEC.md's reference model does, so the first culprit is the one named.
+struct RequestDecoder {
+    let object: JSONValue
+    let limits: RequestLimits
+    let id: JSONText?
+
+    init(object members: [JSONValue.Member], limits: RequestLimits) {
+        let object = JSONValue.object(members)
+        self.object = object
+        self.limits = limits
+        self.id = object["id"].map { JSONText(canonical: $0.canonicalText) }
+    }
+
+    func decode() throws(RequestError) -> Request {
+        guard let opValue = object["op"] else {
+            throw RequestError(id: id, op: nil, error: .invalidArgument("missing 'op'"))
+        }
+        guard case .string(let op) = opValue else {
+            throw RequestError(id: id, op: nil, error: .invalidArgument("'op' must be a string"))
+        }
+        do {
+            return Request(id: id, op: op, command: try command(op))
+        } catch {
+            throw RequestError(id: id, op: op, error: error)
+        }
+    }
+
+    private func command(_ op: String) throws(DiffcastError) -> Command {
+        switch op {
+        case "ping": return .ping
+        case "list": return .list
+        case "stats": return .stats
+        case "get": return .get(collection: try collectionName())
+        case "unsubscribe": return .unsubscribe(collection: try collectionName())
+        case "drop": return .drop(collection: try collectionName())
+        case "subscribe":
+            let name = try collectionName()
+            var since: UInt64?
+            if let value = object["since"], value != .null {
+                guard case .number(let text) = value, value.isIntegerNumber, let version = UInt64(text) else {
+                    throw .invalidArgument("'since' must be a version (an unsigned integer)")
+                }
+                since = version
+            }
+            var epoch: String?
+            if let value = object["epoch"], value != .null {
+                guard case .string(let text) = value else { throw .invalidArgument("'epoch' must be a string") }
+                epoch = text
+            }
+            return .subscribe(collection: name, since: since, epoch: epoch)
+        default:
+            guard WriteDecoder.writeOps.contains(op) else { throw .unknownOperation(op) }
+            let name = try collectionName()
+            return .write(collection: name, try WriteDecoder(limits: limits).operation(op, object))
+        }
+    }
+
+    private func collectionName() throws(DiffcastError) -> String {
+        guard let value = object["collection"] else { throw .invalidArgument("missing 'collection'") }
+        guard case .string(let name) = value else { throw .invalidName(value.canonicalText) }
+        guard CollectionName.isValid(name) else { throw .invalidName(name) }
+        return name
+    }
+}
+
+/// The rule for collection names: 1-128 bytes of `[A-Za-z0-9._:-]`.
+public enum CollectionName {
+    public static func isValid(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        guard (1...128).contains(utf8.count) else { return false }
+        return utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: ":"), UInt8(ascii: "-"):
+                true
+            default: false
+            }
+        }
+    }
+}

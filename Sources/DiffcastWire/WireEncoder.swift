@@ -1,0 +1,245 @@
+import DiffcastCore
+
+/// Writes the lines of SPEC.md — responses and events — as bytes, each ending in `\n`.
+/// An event is encoded once and the same bytes go to every subscriber.
+public enum WireEncoder {
+    /// `{"ok":true,"id":…,"op":…` followed by `fields` (members written by the caller,
+    /// each starting with a comma) and `}`.
+    public static func success(
+        id: JSONText?, op: String, fields: (inout JSONOutput) -> Void = { _ in }
+    ) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"ok\":true")
+        appendIDAndOp(id: id, op: op, into: &output)
+        fields(&output)
+        output.appendRaw("}\n")
+        return output.bytes
+    }
+
+    public static func failure(id: JSONText?, op: String?, error: DiffcastError) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"ok\":false")
+        appendIDAndOp(id: id, op: op, into: &output)
+        output.appendRaw(",\"error\":{\"code\":")
+        output.append(string: error.code)
+        output.appendRaw(",\"message\":")
+        output.append(string: error.message)
+        output.appendRaw("}}\n")
+        return output.bytes
+    }
+
+    private static func appendIDAndOp(id: JSONText?, op: String?, into output: inout JSONOutput) {
+        if let id {
+            output.appendRaw(",\"id\":")
+            output.appendRaw(id)
+        }
+        if let op {
+            output.appendRaw(",\"op\":")
+            output.append(string: op)
+        }
+    }
+
+    /// The members `"version":V,"epoch":E,"sections":[…],"digest":D` that `get` and snapshot
+    /// events share, each preceded by a comma.
+    public static func appendState(
+        of snapshot: Snapshot, version: UInt64, epoch: String, into output: inout JSONOutput
+    ) {
+        output.appendRaw(",\"epoch\":")
+        output.append(string: epoch)
+        output.appendRaw(",\"version\":")
+        output.append(version)
+        output.appendRaw(",\"sections\":[")
+        for (sectionIndex, section) in snapshot.sections.enumerated() {
+            if sectionIndex > 0 { output.appendByte(UInt8(ascii: ",")) }
+            output.appendRaw("{\"id\":")
+            output.append(string: section.id)
+            if let data = section.data {
+                output.appendRaw(",\"data\":")
+                output.appendRaw(data)
+            }
+            output.appendRaw(",\"items\":[")
+            for (itemIndex, item) in section.items.enumerated() {
+                if itemIndex > 0 { output.appendByte(UInt8(ascii: ",")) }
+                if let data = item.data {
+                    output.appendRaw("{\"id\":")
+                    output.append(string: item.id)
+                    output.appendRaw(",\"data\":")
+                    output.appendRaw(data)
+                    output.appendByte(UInt8(ascii: "}"))
+                } else {
+                    output.append(string: item.id)
+                }
+            }
+            output.appendRaw("]}")
+        }
+        output.appendRaw("],\"digest\":\"")
+        output.appendRaw(Digest(of: snapshot).description)
+        output.appendByte(UInt8(ascii: "\""))
+    }
+
+    public static func snapshotEvent(collection: String, epoch: String, version: UInt64, snapshot: Snapshot) -> [UInt8] {
+        var output = JSONOutput(reservingCapacity: 64 + snapshot.itemCount * 16)
+        output.appendRaw("{\"event\":\"snapshot\",\"collection\":")
+        output.append(string: collection)
+        appendState(of: snapshot, version: version, epoch: epoch, into: &output)
+        output.appendRaw("}\n")
+        return output.bytes
+    }
+
+    public static func changesetEvent(
+        collection: String, epoch: String, from: UInt64, to version: UInt64, changeset: Changeset, digest: Digest
+    ) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"event\":\"changeset\",\"collection\":")
+        output.append(string: collection)
+        output.appendRaw(",\"epoch\":")
+        output.append(string: epoch)
+        output.appendRaw(",\"from\":")
+        output.append(from)
+        output.appendRaw(",\"version\":")
+        output.append(version)
+        if !changeset.sections.isEmpty {
+            output.appendRaw(",\"sections\":")
+            appendSectionChanges(changeset.sections, into: &output)
+        }
+        if !changeset.items.isEmpty {
+            output.appendRaw(",\"items\":")
+            appendItemChanges(changeset.items, into: &output)
+        }
+        output.appendRaw(",\"digest\":\"")
+        output.appendRaw(digest.description)
+        output.appendRaw("\"}\n")
+        return output.bytes
+    }
+
+    public static func droppedEvent(collection: String) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"event\":\"dropped\",\"collection\":")
+        output.append(string: collection)
+        output.appendRaw("}\n")
+        return output.bytes
+    }
+
+    /// `{"event":"error",…}` sent before the daemon disconnects a client by policy.
+    public static func disconnectEvent(code: String, message: String) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"event\":\"error\",\"error\":{\"code\":")
+        output.append(string: code)
+        output.appendRaw(",\"message\":")
+        output.append(string: message)
+        output.appendRaw("}}\n")
+        return output.bytes
+    }
+
+    // MARK: - Changeset parts
+
+    private static func appendList<Element>(
+        _ key: StaticString, _ elements: [Element], first: inout Bool, into output: inout JSONOutput,
+        _ body: (Element, inout JSONOutput) -> Void
+    ) {
+        guard !elements.isEmpty else { return }
+        output.appendRaw(first ? "" : ",")
+        first = false
+        output.appendRaw(key)
+        output.appendRaw(":[")
+        for (index, element) in elements.enumerated() {
+            if index > 0 { output.appendByte(UInt8(ascii: ",")) }
+            body(element, &output)
+        }
+        output.appendByte(UInt8(ascii: "]"))
+    }
+
+    private static func appendPath(_ path: ItemPath, into output: inout JSONOutput) {
+        output.appendByte(UInt8(ascii: "["))
+        output.append(path.section)
+        output.appendByte(UInt8(ascii: ","))
+        output.append(path.item)
+        output.appendByte(UInt8(ascii: "]"))
+    }
+
+    private static func appendSectionChanges(_ changes: SectionChanges, into output: inout JSONOutput) {
+        var first = true
+        output.appendByte(UInt8(ascii: "{"))
+        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { index, out in out.append(index) }
+        appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
+            out.appendRaw("{\"index\":")
+            out.append(insertion.index)
+            out.appendRaw(",\"id\":")
+            out.append(string: insertion.id)
+            if let data = insertion.data {
+                out.appendRaw(",\"data\":")
+                out.appendRaw(data)
+            }
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"moved\"", changes.moved, first: &first, into: &output) { move, out in
+            out.appendRaw("{\"from\":")
+            out.append(move.from)
+            out.appendRaw(",\"to\":")
+            out.append(move.to)
+            out.appendRaw(",\"id\":")
+            out.append(string: move.id)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
+            out.appendRaw("{\"index\":")
+            out.append(update.index)
+            out.appendRaw(",\"id\":")
+            out.append(string: update.id)
+            out.appendRaw(",\"data\":")
+            out.append(data: update.data)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"reloaded\"", changes.reloaded, first: &first, into: &output) { reload, out in
+            out.appendRaw("{\"index\":")
+            out.append(reload.index)
+            out.appendRaw(",\"id\":")
+            out.append(string: reload.id)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        output.appendByte(UInt8(ascii: "}"))
+    }
+
+    private static func appendItemChanges(_ changes: ItemChanges, into output: inout JSONOutput) {
+        var first = true
+        output.appendByte(UInt8(ascii: "{"))
+        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { path, out in appendPath(path, into: &out) }
+        appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
+            out.appendRaw("{\"at\":")
+            appendPath(insertion.at, into: &out)
+            out.appendRaw(",\"id\":")
+            out.append(string: insertion.id)
+            if let data = insertion.data {
+                out.appendRaw(",\"data\":")
+                out.appendRaw(data)
+            }
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"moved\"", changes.moved, first: &first, into: &output) { move, out in
+            out.appendRaw("{\"from\":")
+            appendPath(move.from, into: &out)
+            out.appendRaw(",\"to\":")
+            appendPath(move.to, into: &out)
+            out.appendRaw(",\"id\":")
+            out.append(string: move.id)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
+            out.appendRaw("{\"at\":")
+            appendPath(update.at, into: &out)
+            out.appendRaw(",\"id\":")
+            out.append(string: update.id)
+            out.appendRaw(",\"data\":")
+            out.append(data: update.data)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        appendList("\"reloaded\"", changes.reloaded, first: &first, into: &output) { reload, out in
+            out.appendRaw("{\"at\":")
+            appendPath(reload.at, into: &out)
+            out.appendRaw(",\"id\":")
+            out.append(string: reload.id)
+            out.appendByte(UInt8(ascii: "}"))
+        }
+        output.appendByte(UInt8(ascii: "}"))
+    }
+}

@@ -1,0 +1,149 @@
+import DiffcastCore
+
+/// Reads the arguments of a write op into a `WriteOperation`.
+struct WriteDecoder {
+    static let writeOps: Set<String> = [
+        "apply", "append_sections", "insert_sections", "delete_sections", "move_section",
+        "reload_sections", "update_sections", "append_items", "insert_items", "delete_items",
+        "delete_all", "move_item", "reload_items", "reconfigure_items", "update_items", "batch",
+    ]
+
+    let limits: RequestLimits
+
+    func operation(_ op: String, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
+        switch op {
+        case "apply": return .apply(sections: try sections(request, "sections"))
+        case "append_sections": return .appendSections(try sections(request, "sections"))
+        case "insert_sections":
+            let inputs = try sections(request, "sections")
+            return .insertSections(inputs, anchor: try anchor(request))
+        case "delete_sections": return .deleteSections(try identifiers(request, "sections"))
+        case "move_section":
+            let id = try identifier(try required(request, "section"), "section")
+            return .moveSection(id, anchor: try anchor(request))
+        case "reload_sections": return .reloadSections(try identifiers(request, "sections"))
+        case "update_sections": return .updateSections(try dataUpdates(request, "sections"))
+        case "append_items":
+            let newItems = try items(try required(request, "items"))
+            var section: Identifier?
+            if let value = request["section"] { section = try identifier(value, "section") }
+            return .appendItems(newItems, section: section)
+        case "insert_items":
+            let newItems = try items(try required(request, "items"))
+            return .insertItems(newItems, anchor: try anchor(request))
+        case "delete_items": return .deleteItems(try identifiers(request, "items"))
+        case "delete_all": return .deleteAll
+        case "move_item":
+            let id = try identifier(try required(request, "item"), "item")
+            return .moveItem(id, anchor: try anchor(request))
+        case "reload_items": return .reloadItems(try identifiers(request, "items"))
+        case "reconfigure_items": return .reconfigureItems(try identifiers(request, "items"))
+        case "update_items": return .updateItems(try dataUpdates(request, "items"))
+        case "batch": return .batch(try batch(request))
+        default: throw .unknownOperation(op)
+        }
+    }
+
+    private func batch(_ request: JSONValue) throws(DiffcastError) -> [WriteOperation] {
+        guard case .array(let entries) = try required(request, "ops") else {
+            throw .invalidArgument("'ops' must be a list of requests")
+        }
+        var operations: [WriteOperation] = []
+        for (index, entry) in entries.enumerated() {
+            guard case .string(let op) = entry["op"] else {
+                throw .invalidArgument("batch entry \(index) has no 'op'")
+            }
+            if op == "batch" || op == "drop" {
+                throw .invalidArgument("batch entry \(index): '\(op)' cannot be part of a batch")
+            }
+            guard Self.writeOps.contains(op) else { throw .unknownOperation(op) }
+            operations.append(try operation(op, entry))
+        }
+        return operations
+    }
+
+    private func required(_ request: JSONValue, _ key: String) throws(DiffcastError) -> JSONValue {
+        guard let value = request[key] else { throw .invalidArgument("missing '\(key)'") }
+        return value
+    }
+
+    private func list(_ value: JSONValue, _ key: String) throws(DiffcastError) -> [JSONValue] {
+        guard case .array(let elements) = value else { throw .invalidArgument("'\(key)' must be a list") }
+        return elements
+    }
+
+    /// An identifier: a string of 1...limit bytes, or an integer taken as its decimal text.
+    private func identifier(_ value: JSONValue, _ what: String) throws(DiffcastError) -> Identifier {
+        switch value {
+        case .string(let text):
+            let count = text.utf8.count
+            guard count >= 1, count <= limits.maximumIdentifierBytes else {
+                throw .invalidArgument(
+                    "\(what) identifier must be 1-\(limits.maximumIdentifierBytes) bytes, got \(count)")
+            }
+            return text
+        case .number(let text) where value.isIntegerNumber:
+            return text
+        default:
+            throw .invalidArgument("\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
+        }
+    }
+
+    private func identifiers(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [Identifier] {
+        var result: [Identifier] = []
+        for element in try list(try required(request, key), key) {
+            result.append(try identifier(element, key == "sections" ? "section" : "item"))
+        }
+        return result
+    }
+
+    private func item(_ value: JSONValue) throws(DiffcastError) -> Item {
+        if case .object = value {
+            guard let id = value["id"] else { throw .invalidArgument("item without 'id'") }
+            return Item(id: try identifier(id, "item"), data: value["data"]?.asData)
+        }
+        return Item(id: try identifier(value, "item"))
+    }
+
+    private func items(_ value: JSONValue) throws(DiffcastError) -> [Item] {
+        var result: [Item] = []
+        let elements = try list(value, "items")
+        result.reserveCapacity(elements.count)
+        for element in elements { result.append(try item(element)) }
+        return result
+    }
+
+    private func sections(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [SectionInput] {
+        var result: [SectionInput] = []
+        for element in try list(try required(request, key), key) {
+            guard case .object = element, let id = element["id"] else {
+                throw .invalidArgument("section without 'id'")
+            }
+            var sectionItems: [Item] = []
+            if let value = element["items"], value != .null {
+                sectionItems = try items(value)
+            }
+            result.append(SectionInput(id: try identifier(id, "section"), data: element["data"]?.asData, items: sectionItems))
+        }
+        return result
+    }
+
+    private func dataUpdates(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [DataUpdate] {
+        var result: [DataUpdate] = []
+        for element in try list(try required(request, key), key) {
+            guard case .object = element, let id = element["id"] else {
+                throw .invalidArgument("each of '\(key)' must be an object with 'id' and 'data'")
+            }
+            result.append(DataUpdate(id: try identifier(id, key == "sections" ? "section" : "item"), data: element["data"]?.asData))
+        }
+        return result
+    }
+
+    private func anchor(_ request: JSONValue) throws(DiffcastError) -> Anchor {
+        switch (request["before"], request["after"]) {
+        case (let before?, nil): return .before(try identifier(before, "anchor"))
+        case (nil, let after?): return .after(try identifier(after, "anchor"))
+        default: throw .invalidArgument("give exactly one of 'before' and 'after'")
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import DiffcastServer
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon's command line: where to listen, how to log, and the limits that matter.
+@main
+struct Diffcastd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "diffcastd",
+        abstract: "Holds named collections of sections and items and publishes minimal changesets to subscribers.")
+
+    @Option(help: "Unix socket to listen on (default: $DIFFCAST_SOCKET, else /tmp/diffcast.sock).")
+    var socket: String?
+
+    @Option(help: "Also listen on TCP at HOST:PORT (off by default; use a loopback address).")
+    var tcp: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    @Option(help: "Longest request line in bytes.")
+    var maxLineBytes: Int = 16 * 1024 * 1024
+
+    @Option(help: "Unsent bytes a subscriber may have queued before it is caught up later (or disconnected).")
+    var maxUnsentBytes: Int = 8 * 1024 * 1024
+
+    @Option(help: "catch_up or disconnect: what happens to a subscriber past --max-unsent-bytes.")
+    var slowSubscriberPolicy: String = "catch_up"
+
+    @Option(help: "Extra milliseconds the apply queue waits to coalesce writes (0: none).")
+    var coalesceWindowMs: Int = 0
+
+    @Option(help: "Versions of history kept per collection for catch-up changesets.")
+    var historyVersions: Int = 64
+
+    mutating func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level: unknown level '\(logLevel)'")
+        }
+        guard ServerConfiguration.SlowSubscriberPolicy(rawValue: slowSubscriberPolicy) != nil else {
+            throw ValidationError("--slow-subscriber-policy: expected catch_up or disconnect, got '\(slowSubscriberPolicy)'")
+        }
+        guard maxLineBytes >= 1024 else { throw ValidationError("--max-line-bytes: at least 1024") }
+        guard maxUnsentBytes >= 1024 else { throw ValidationError("--max-unsent-bytes: at least 1024") }
+        guard coalesceWindowMs >= 0 else { throw ValidationError("--coalesce-window-ms: not negative") }
+        guard historyVersions >= 1 else { throw ValidationError("--history-versions: at least 1") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "diffcastd")
+        var settings = ServerConfiguration(socketPath: socket ?? environment("DIFFCAST_SOCKET") ?? "/tmp/diffcast.sock")
+        settings.tcpAddress = tcp
+        settings.maximumLineBytes = maxLineBytes
+        settings.maximumUnsentBytes = maxUnsentBytes
+        settings.slowSubscriberPolicy = .init(rawValue: slowSubscriberPolicy) ?? .catchUp
+        settings.coalesceWindowMilliseconds = coalesceWindowMs
+        settings.history.versions = historyVersions
+        let server = Server(configuration: settings, logger: logger)
+        do {
+            try server.run(engine: ApplyEngine()) {
+                logger.info("ready", metadata: ["socket": "\(settings.socketPath ?? "-")", "state": "in memory"])
+            }
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        logger.info("stopped")
+    }
+
+    private func environment(_ name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
+    }
+}
