@@ -22,20 +22,43 @@ public struct SectionChanges: Hashable, Sendable {
         public var index: Int
         public var id: Identifier
         public var data: JSONText?
+
+        public init(index: Int, id: Identifier, data: JSONText?) {
+            self.index = index
+            self.id = id
+            self.data = data
+        }
     }
     public struct Move: Hashable, Sendable {
         public var from: Int
         public var to: Int
         public var id: Identifier
+
+        public init(from: Int, to: Int, id: Identifier) {
+            self.from = from
+            self.to = to
+            self.id = id
+        }
     }
     public struct Update: Hashable, Sendable {
         public var index: Int
         public var id: Identifier
         public var data: JSONText?
+
+        public init(index: Int, id: Identifier, data: JSONText?) {
+            self.index = index
+            self.id = id
+            self.data = data
+        }
     }
     public struct Reload: Hashable, Sendable {
         public var index: Int
         public var id: Identifier
+
+        public init(index: Int, id: Identifier) {
+            self.index = index
+            self.id = id
+        }
     }
 
     public var deleted: [Int] = []
@@ -57,20 +80,43 @@ public struct ItemChanges: Hashable, Sendable {
         public var at: ItemPath
         public var id: Identifier
         public var data: JSONText?
+
+        public init(at: ItemPath, id: Identifier, data: JSONText?) {
+            self.at = at
+            self.id = id
+            self.data = data
+        }
     }
     public struct Move: Hashable, Sendable {
         public var from: ItemPath
         public var to: ItemPath
         public var id: Identifier
+
+        public init(from: ItemPath, to: ItemPath, id: Identifier) {
+            self.from = from
+            self.to = to
+            self.id = id
+        }
     }
     public struct Update: Hashable, Sendable {
         public var at: ItemPath
         public var id: Identifier
         public var data: JSONText?
+
+        public init(at: ItemPath, id: Identifier, data: JSONText?) {
+            self.at = at
+            self.id = id
+            self.data = data
+        }
     }
     public struct Reload: Hashable, Sendable {
         public var at: ItemPath
         public var id: Identifier
+
+        public init(at: ItemPath, id: Identifier) {
+            self.at = at
+            self.id = id
+        }
     }
 
     public var deleted: [ItemPath] = []

@@ -1,0 +1,147 @@
+import DiffcastCore
+import Testing
+
+@Suite struct DifferTests {
+    private func changeset(_ before: String, _ after: String) throws -> Changeset {
+        var document = try document([("s", before.map(String.init))])
+        let base = document.snapshot
+        try document.apply(.apply(sections: [SectionInput(id: "s", items: after.map { Item(id: String($0)) })]))
+        return document.changeset(since: base)
+    }
+
+    @Test(arguments: [
+        ("abcdef", "bcdefa", 1), ("abcdef", "fabcde", 1), ("abcdef", "bacdef", 1),
+        ("abcdef", "fedcba", 5), ("abcdef", "acebdf", 2), ("abcdef", "abcdef", 0),
+    ])
+    func movesAreTheFewestPossible(before: String, after: String, moves: Int) throws {
+        let changes = try changeset(before, after)
+        #expect(changes.items.moved.count == moves)
+        #expect(changes.items.inserted.isEmpty && changes.items.deleted.isEmpty)
+    }
+
+    @Test func movingOneSectionToTheEndIsOneSectionMove() throws {
+        var document = try document(["P", "Q", "R", "S", "T"].map { ($0, [$0 + "1"]) })
+        let base = document.snapshot
+        try document.apply(.moveSection("P", anchor: .after("T")))
+        let changes = document.changeset(since: base)
+        #expect(changes.moveCounts == (1, 0))
+        #expect(changes.sections.moved == [.init(from: 0, to: 4, id: "P")])
+    }
+
+    @Test func aDataChangeIsOneUpdateAndNothingElse() throws {
+        var document = Document()
+        try document.apply(
+            .apply(sections: [
+                SectionInput(id: "today", items: [Item(id: "t1", data: data("{\"likes\":1000}")), Item(id: "t2")])
+            ]))
+        let base = document.snapshot
+        _ = document.takeMarks()
+        try document.apply(.updateItems([DataUpdate(id: "t1", data: data("{\"likes\":2000}"))]))
+        let changes = document.changeset(since: base)
+        #expect(changes.sections.isEmpty)
+        #expect(changes.items.updated == [.init(at: ItemPath(0, 0), id: "t1", data: data("{\"likes\":2000}"))])
+        #expect(changes.items.inserted.isEmpty && changes.items.deleted.isEmpty && changes.items.moved.isEmpty)
+    }
+
+    @Test func settingTheSameDataPublishesNothing() throws {
+        var document = try document([("s", ["a"])])
+        try document.apply(.updateItems([DataUpdate(id: "a", data: data("1"))]))
+        let base = document.snapshot
+        _ = document.takeMarks()
+        try document.apply(.updateItems([DataUpdate(id: "a", data: data("1"))]))
+        #expect(document.changeset(since: base).isEmpty)
+    }
+
+    @Test func insertingThenDeletingInOneBatchListsNothing() throws {
+        var document = try document([("s", ["a", "b"])])
+        let base = document.snapshot
+        try document.apply(.appendItems([Item(id: "x")], section: "s"))
+        try document.apply(.deleteItems(["x"]))
+        #expect(document.changeset(since: base).isEmpty)
+    }
+
+    @Test func anItemThatMovesAcrossSectionsAndChangesIsMovedAndUpdated() throws {
+        var document = try document([("A", ["a1", "a2"]), ("B", ["b1"])])
+        let base = document.snapshot
+        try document.apply(.moveItem("a1", anchor: .after("b1")))
+        try document.apply(.updateItems([DataUpdate(id: "a1", data: data("true"))]))
+        let changes = document.changeset(since: base)
+        #expect(changes.items.moved == [.init(from: ItemPath(0, 0), to: ItemPath(1, 1), id: "a1")])
+        #expect(changes.items.updated == [.init(at: ItemPath(1, 1), id: "a1", data: data("true"))])
+    }
+
+    @Test func reloadsAndReconfiguresAreListedAtTheirNewPositions() throws {
+        var document = try document([("A", ["a1", "a2"])])
+        let base = document.snapshot
+        try document.apply(.reloadItems(["a2"]))
+        try document.apply(.reconfigureItems(["a1"]))
+        try document.apply(.reloadSections(["A"]))
+        try document.apply(.moveItem("a2", anchor: .before("a1")))
+        let changes = document.changeset(since: base)
+        #expect(changes.items.reloaded == [.init(at: ItemPath(0, 0), id: "a2")])
+        #expect(changes.items.updated == [.init(at: ItemPath(0, 1), id: "a1", data: nil)])
+        #expect(changes.sections.reloaded == [.init(index: 0, id: "A")])
+    }
+
+    @Test func itemsOfADeletedSectionAreNotListedUnlessTheyMoveOut() throws {
+        var document = try document([("A", ["a1", "a2"]), ("B", ["b1"])])
+        let base = document.snapshot
+        try document.apply(.moveItem("a2", anchor: .after("b1")))
+        try document.apply(.deleteSections(["A"]))
+        let changes = document.changeset(since: base)
+        #expect(changes.sections.deleted == [0])
+        #expect(changes.items.deleted.isEmpty)
+        #expect(changes.items.moved == [.init(from: ItemPath(0, 1), to: ItemPath(0, 1), id: "a2")])
+    }
+
+    /// apply(diff(a, b), a) == b over thousands of random pairs, through both paths: the
+    /// batch path with the writes' hints, and the plain diff between two snapshots.
+    @Test(arguments: 0..<8)
+    func applyingTheDiffYieldsTheNewState(seedBlock: Int) throws {
+        var rng = SplitMix64(seed: UInt64(seedBlock) &* 7919 &+ 1)
+        var document = Document()
+        var history: [Snapshot] = [document.snapshot]
+        var publishedChanges = 0
+        for step in 0..<600 {
+            let base = document.snapshot
+            for _ in 0..<Int.random(in: 1...5, using: &rng) {
+                try? document.apply(randomWrite(document, using: &rng))
+            }
+            let changes = document.changeset(since: base)
+            if !changes.isEmpty { publishedChanges += 1 }
+            let replayed = try changes.apply(to: base.outline)
+            #expect(replayed == document.snapshot.outline, "seed block \(seedBlock) step \(step)")
+            #expect(Digest(of: replayed) == Digest(of: document.snapshot))
+            let older = history[Int.random(in: 0..<history.count, using: &rng)]
+            let plain = Differ.changeset(from: older, to: document.snapshot)
+            #expect(try plain.apply(to: older.outline) == document.snapshot.outline, "plain diff, step \(step)")
+            history.append(document.snapshot)
+            if history.count > 20 { history.removeFirst() }
+        }
+        // The walk must really change things, or it proves nothing.
+        #expect(publishedChanges > 300)
+    }
+
+    @Test func everyMoveKeepsALongestIncreasingSubsequenceInPlace() throws {
+        var rng = SplitMix64(seed: 99)
+        for _ in 0..<200 {
+            let count = Int.random(in: 1...30, using: &rng)
+            let before = (0..<count).map { "x\($0)" }
+            let after = before.shuffled(using: &rng)
+            var document = try document([("s", before)])
+            let base = document.snapshot
+            try document.apply(.apply(sections: [SectionInput(id: "s", items: after.map { Item(id: $0) })]))
+            let changes = document.changeset(since: base)
+            let oldPositions = after.map { id in before.firstIndex(of: id) ?? 0 }
+            #expect(changes.items.moved.count == count - longestIncreasingLength(oldPositions))
+        }
+    }
+
+    private func longestIncreasingLength(_ values: [Int]) -> Int {
+        var best = [Int](repeating: 1, count: values.count)
+        for i in values.indices {
+            for j in 0..<i where values[j] < values[i] { best[i] = max(best[i], best[j] + 1) }
+        }
+        return best.max() ?? 0
+    }
+}

@@ -1,0 +1,109 @@
+import DiffcastCore
+import Testing
+
+@Suite struct DocumentTests {
+    private func outline(_ document: Document) -> [SectionOutline] { document.snapshot.outline }
+
+    @Test func duplicateItemIdentifiersAreRejectedByName() throws {
+        var document = try document([("s", ["a"])])
+        let before = outline(document)
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "a")) {
+            try document.apply(.appendItems([Item(id: "a")], section: "s"))
+        }
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "n")) {
+            try document.apply(.appendItems([Item(id: "n"), Item(id: "n")], section: nil))
+        }
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .section, id: "s")) {
+            try document.apply(.apply(sections: [SectionInput(id: "s"), SectionInput(id: "s")]))
+        }
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "x")) {
+            try document.apply(.apply(sections: [SectionInput(id: "s", items: [Item(id: "x")]), SectionInput(id: "t", items: [Item(id: "x")])]))
+        }
+        #expect(outline(document) == before)
+    }
+
+    @Test func everyOpNamesAnUnknownAnchorOrTarget() throws {
+        var document = try document([("A", ["a1"]), ("B", [])])
+        let before = outline(document)
+        let cases: [(WriteOperation, DiffcastError)] = [
+            (.insertSections([SectionInput(id: "Y")], anchor: .before("nope")), .unknownSection("nope")),
+            (.deleteSections(["A", "nope"]), .unknownSection("nope")),
+            (.moveSection("nope", anchor: .after("A")), .unknownSection("nope")),
+            (.moveSection("A", anchor: .after("nope")), .unknownSection("nope")),
+            (.moveSection("A", anchor: .after("A")), .invalidArgument("section 'A' cannot be moved relative to itself")),
+            (.reloadSections(["nope"]), .unknownSection("nope")),
+            (.updateSections([DataUpdate(id: "A", data: nil), DataUpdate(id: "nope", data: nil)]), .unknownSection("nope")),
+            (.appendItems([Item(id: "z")], section: "nope"), .unknownSection("nope")),
+            (.insertItems([Item(id: "z")], anchor: .after("ghost")), .unknownItem("ghost")),
+            (.deleteItems(["a1", "ghost"]), .unknownItem("ghost")),
+            (.moveItem("ghost", anchor: .before("a1")), .unknownItem("ghost")),
+            (.moveItem("a1", anchor: .before("ghost")), .unknownItem("ghost")),
+            (.moveItem("a1", anchor: .before("a1")), .invalidArgument("item 'a1' cannot be moved relative to itself")),
+            (.reloadItems(["ghost"]), .unknownItem("ghost")),
+            (.reconfigureItems(["ghost"]), .unknownItem("ghost")),
+            (.updateItems([DataUpdate(id: "a1", data: data("1")), DataUpdate(id: "ghost", data: nil)]), .unknownItem("ghost")),
+        ]
+        for (operation, expected) in cases {
+            #expect(throws: expected, "\(operation.name)") { try document.apply(operation) }
+            #expect(outline(document) == before, "\(operation.name) changed the document")
+        }
+        #expect(document.takeMarks() == ChangeMarks())
+    }
+
+    @Test func appendingItemsNeedsASection() {
+        var document = Document()
+        #expect(throws: DiffcastError.noSection) { try document.apply(.appendItems([Item(id: "z")], section: nil)) }
+        #expect(document.snapshot.sections.isEmpty)
+    }
+
+    @Test func aBatchIsAllOrNothing() throws {
+        var document = try document([("A", ["a1", "a2"])])
+        let before = outline(document)
+        #expect(throws: DiffcastError.unknownItem("ghost")) {
+            try document.apply(
+                .batch([
+                    .appendItems([Item(id: "q1")], section: "A"),
+                    .moveItem("q1", anchor: .before("a1")),
+                    .reloadItems(["a2"]),
+                    .deleteItems(["ghost"]),
+                ]))
+        }
+        #expect(outline(document) == before)
+        #expect(!document.containsItem("q1"))
+        #expect(document.takeMarks() == ChangeMarks())
+        try document.apply(.appendItems([Item(id: "q1")], section: "A"))
+        #expect(document.location(of: "q1")! == (0, 2))
+    }
+
+    @Test func writesMirrorTheDiffableSnapshotAPI() throws {
+        var document = Document()
+        try document.apply(.appendSections([SectionInput(id: "A", items: [Item(id: "a1"), Item(id: "a2")]), SectionInput(id: "C")]))
+        try document.apply(.insertSections([SectionInput(id: "B", data: data("\"bee\""), items: [Item(id: "b1")])], anchor: .after("A")))
+        try document.apply(.insertItems([Item(id: "a0")], anchor: .before("a1")))
+        try document.apply(.appendItems([Item(id: "c1")], section: nil))
+        try document.apply(.moveItem("a0", anchor: .after("c1")))
+        try document.apply(.moveSection("C", anchor: .before("A")))
+        try document.apply(.deleteItems(["a2"]))
+        #expect(document.snapshot.sections.map(\.id) == ["C", "A", "B"])
+        #expect(itemIDs(document.snapshot) == [["c1", "a0"], ["a1"], ["b1"]])
+        #expect(document.location(of: "b1")! == (2, 0))
+        try document.apply(.deleteSections(["A"]))
+        #expect(!document.containsItem("a1"))
+        try document.apply(.deleteAll)
+        #expect(document.snapshot.sections.isEmpty && document.itemCount == 0)
+    }
+
+    @Test func digestMatchesTheReferenceImplementation() throws {
+        var document = Document()
+        try document.apply(
+            .apply(sections: [
+                SectionInput(id: "today", items: [Item(id: "t1"), Item(id: "t2")]),
+                SectionInput(id: "later", items: [Item(id: "t3"), Item(id: "4")]),
+            ]))
+        // Values computed by shared/conformance/model.py's digest().
+        #expect(Digest(of: document.snapshot).description == "bc17b4f7332b92e6")
+        #expect(Digest(of: Snapshot()).description == "cbf29ce484222325")
+        let accented = try DiffcastCoreTests.document([("é", ["x"])])
+        #expect(Digest(of: accented.snapshot).description == "57480aade00afc3d")
+    }
+}
