@@ -18,7 +18,9 @@ public final class ApplyEngine {
         var acknowledgements: [(ResponseAddress, Request)] = []
     }
 
-    public init(historyLimits: HistoryLimits = HistoryLimits(), makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch) {
+    public init(
+        historyLimits: HistoryLimits = HistoryLimits(), makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch
+    ) {
         self.historyLimits = historyLimits
         self.makeEpoch = makeEpoch
     }
@@ -62,7 +64,8 @@ public final class ApplyEngine {
             let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
                 output.appendRaw(",\"collection\":")
                 output.append(string: name)
-                WireEncoder.appendState(of: state.document.snapshot, version: state.version, epoch: state.epoch, into: &output)
+                WireEncoder.appendState(
+                    of: state.document.snapshot, version: state.version, epoch: state.epoch, into: &output)
             }
             outcomes.append(.response(address, SharedBytes(bytes)))
         case .subscribe(let name, let since, let epoch):
@@ -107,7 +110,8 @@ public final class ApplyEngine {
     }
 
     private func fail(_ request: Request, _ address: ResponseAddress, _ error: DiffcastError) {
-        outcomes.append(.response(address, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error))))
+        outcomes.append(
+            .response(address, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error))))
     }
 
     // MARK: - Writes
@@ -166,7 +170,9 @@ public final class ApplyEngine {
 
     // MARK: - Subscriptions
 
-    private func subscribe(_ name: String, since: UInt64?, epoch: String?, _ request: Request, _ address: ResponseAddress) {
+    private func subscribe(
+        _ name: String, since: UInt64?, epoch: String?, _ request: Request, _ address: ResponseAddress
+    ) {
         let state = state(for: name)
         state.exists = true
         let event = catchUpEvent(state, since: epoch == nil || epoch == state.epoch ? since : nil)
@@ -179,13 +185,16 @@ public final class ApplyEngine {
             output.append(state.version)
         }
         outcomes.append(
-            .subscribed(address, collection: name, version: state.version, event: event.map(SharedBytes.init), response: SharedBytes(response)))
+            .subscribed(
+                address, collection: name, version: state.version, event: event.map(SharedBytes.init),
+                response: SharedBytes(response)))
     }
 
     private func catchUp(connection: ConnectionID, name: String, since: UInt64) {
         guard let state = existing(name) else { return }
         let event = catchUpEvent(state, since: since) ?? []
-        outcomes.append(.caughtUp(connection: connection, collection: name, version: state.version, event: SharedBytes(event)))
+        outcomes.append(
+            .caughtUp(connection: connection, collection: name, version: state.version, event: SharedBytes(event)))
     }
 
     /// Nothing when `since` is current, one changeset from `since` when its snapshot is still
@@ -199,6 +208,7 @@ public final class ApplyEngine {
                 collection: state.name, epoch: state.epoch, from: since, to: state.version, changeset: changeset,
                 digest: Digest(of: current))
         }
-        return WireEncoder.snapshotEvent(collection: state.name, epoch: state.epoch, version: state.version, snapshot: current)
+        return WireEncoder.snapshotEvent(
+            collection: state.name, epoch: state.epoch, version: state.version, snapshot: current)
     }
 }

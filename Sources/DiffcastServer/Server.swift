@@ -175,7 +175,8 @@ public final class Server {
         do {
             request = try parser.parse(line: line)
         } catch {
-            connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
         switch request.command {
@@ -187,7 +188,8 @@ public final class Server {
         case .write, .drop:
             guard connection.isAuthenticated else {
                 let error = DiffcastError.unauthorized("authenticate with an 'auth' request before writing")
-                connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+                connection.answer(
+                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
                 return
             }
             pendingJobs.append(.request(request, address))
@@ -260,7 +262,8 @@ public final class Server {
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.initialize(to: uv_write_t())
         request.pointee.data = Unmanaged.passRetained(context).toOpaque()
-        let result = uv_write(request, dc_stream(connection.handle), context.buffers, UInt32(chunks.count)) { request, status in
+        let result = uv_write(request, dc_stream(connection.handle), context.buffers, UInt32(chunks.count)) {
+            request, status in
             guard let request, let data = request.pointee.data else { return }
             let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
             let stream = request.pointee.handle
@@ -428,7 +431,8 @@ public final class Server {
 
     private func requestCatchUpsIfDrained(_ connection: Connection) {
         guard connection.unsentBytes <= configuration.maximumUnsentBytes / 2 else { return }
-        for (name, subscription) in connection.subscriptions where subscription.isLagging && !subscription.catchUpRequested {
+        for (name, subscription) in connection.subscriptions
+        where subscription.isLagging && !subscription.catchUpRequested {
             connection.subscriptions[name]?.catchUpRequested = true
             pendingJobs.append(.catchUp(connection: connection.id, collection: name, since: subscription.version))
         }

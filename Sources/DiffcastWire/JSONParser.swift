@@ -18,7 +18,8 @@ public struct JSONParser {
                 let value = try parser.parseValue(depth: 0)
                 parser.skipWhitespace()
                 guard parser.position == buffer.count else {
-                    throw .parseError("unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
+                    throw .parseError(
+                        "unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
                 }
                 return value
             }
@@ -159,7 +160,8 @@ public struct JSONParser {
             }
             if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
                 position += 1
-                if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")
+                {
                     position += 1
                 }
                 guard position < bytes.count, isDigit(bytes[position]) else { throw error("bad number") }

@@ -49,7 +49,9 @@ public struct RequestParser: Sendable {
         guard let op = String(validating: opToken, as: UTF8.self),
             !op.isEmpty, op.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || ($0 >= 0x61 && $0 <= 0x7a) })
         else {
-            throw RequestError(id: nil, op: nil, error: .parseError("neither a JSON object nor an inline 'OP [COLLECTION] [JSON]' line"))
+            throw RequestError(
+                id: nil, op: nil,
+                error: .parseError("neither a JSON object nor an inline 'OP [COLLECTION] [JSON]' line"))
         }
         var members: [JSONValue.Member] = [.init("op", .string(op))]
         if let first = rest.first, first != UInt8(ascii: "{") {

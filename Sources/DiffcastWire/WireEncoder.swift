@@ -77,7 +77,8 @@ public enum WireEncoder {
         output.appendByte(UInt8(ascii: "\""))
     }
 
-    public static func snapshotEvent(collection: String, epoch: String, version: UInt64, snapshot: Snapshot) -> [UInt8] {
+    public static func snapshotEvent(collection: String, epoch: String, version: UInt64, snapshot: Snapshot) -> [UInt8]
+    {
         var output = JSONOutput(reservingCapacity: 64 + snapshot.itemCount * 16)
         output.appendRaw("{\"event\":\"snapshot\",\"collection\":")
         output.append(string: collection)
@@ -203,7 +204,9 @@ public enum WireEncoder {
     private static func appendItemChanges(_ changes: ItemChanges, into output: inout JSONOutput) {
         var first = true
         output.appendByte(UInt8(ascii: "{"))
-        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { path, out in appendPath(path, into: &out) }
+        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { path, out in
+            appendPath(path, into: &out)
+        }
         appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
             out.appendRaw("{\"at\":")
             appendPath(insertion.at, into: &out)

@@ -85,7 +85,8 @@ struct WriteDecoder {
         case .number(let text) where value.isIntegerNumber:
             return text
         default:
-            throw .invalidArgument("\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
+            throw .invalidArgument(
+                "\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
         }
     }
 
@@ -123,7 +124,8 @@ struct WriteDecoder {
             if let value = element["items"], value != .null {
                 sectionItems = try items(value)
             }
-            result.append(SectionInput(id: try identifier(id, "section"), data: element["data"]?.asData, items: sectionItems))
+            result.append(
+                SectionInput(id: try identifier(id, "section"), data: element["data"]?.asData, items: sectionItems))
         }
         return result
     }
@@ -134,7 +136,9 @@ struct WriteDecoder {
             guard case .object = element, let id = element["id"] else {
                 throw .invalidArgument("each of '\(key)' must be an object with 'id' and 'data'")
             }
-            result.append(DataUpdate(id: try identifier(id, key == "sections" ? "section" : "item"), data: element["data"]?.asData))
+            result.append(
+                DataUpdate(
+                    id: try identifier(id, key == "sections" ? "section" : "item"), data: element["data"]?.asData))
         }
         return result
     }

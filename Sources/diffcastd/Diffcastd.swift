@@ -42,7 +42,8 @@ struct Diffcastd: ParsableCommand {
             throw ValidationError("--log-level: unknown level '\(logLevel)'")
         }
         guard ServerConfiguration.SlowSubscriberPolicy(rawValue: slowSubscriberPolicy) != nil else {
-            throw ValidationError("--slow-subscriber-policy: expected catch_up or disconnect, got '\(slowSubscriberPolicy)'")
+            throw ValidationError(
+                "--slow-subscriber-policy: expected catch_up or disconnect, got '\(slowSubscriberPolicy)'")
         }
         guard maxLineBytes >= 1024 else { throw ValidationError("--max-line-bytes: at least 1024") }
         guard maxUnsentBytes >= 1024 else { throw ValidationError("--max-unsent-bytes: at least 1024") }

@@ -17,7 +17,10 @@ import Testing
             try document.apply(.apply(sections: [SectionInput(id: "s"), SectionInput(id: "s")]))
         }
         #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "x")) {
-            try document.apply(.apply(sections: [SectionInput(id: "s", items: [Item(id: "x")]), SectionInput(id: "t", items: [Item(id: "x")])]))
+            try document.apply(
+                .apply(sections: [
+                    SectionInput(id: "s", items: [Item(id: "x")]), SectionInput(id: "t", items: [Item(id: "x")]),
+                ]))
         }
         #expect(outline(document) == before)
     }
@@ -30,9 +33,15 @@ import Testing
             (.deleteSections(["A", "nope"]), .unknownSection("nope")),
             (.moveSection("nope", anchor: .after("A")), .unknownSection("nope")),
             (.moveSection("A", anchor: .after("nope")), .unknownSection("nope")),
-            (.moveSection("A", anchor: .after("A")), .invalidArgument("section 'A' cannot be moved relative to itself")),
+            (
+                .moveSection("A", anchor: .after("A")),
+                .invalidArgument("section 'A' cannot be moved relative to itself")
+            ),
             (.reloadSections(["nope"]), .unknownSection("nope")),
-            (.updateSections([DataUpdate(id: "A", data: nil), DataUpdate(id: "nope", data: nil)]), .unknownSection("nope")),
+            (
+                .updateSections([DataUpdate(id: "A", data: nil), DataUpdate(id: "nope", data: nil)]),
+                .unknownSection("nope")
+            ),
             (.appendItems([Item(id: "z")], section: "nope"), .unknownSection("nope")),
             (.insertItems([Item(id: "z")], anchor: .after("ghost")), .unknownItem("ghost")),
             (.deleteItems(["a1", "ghost"]), .unknownItem("ghost")),
@@ -41,7 +50,10 @@ import Testing
             (.moveItem("a1", anchor: .before("a1")), .invalidArgument("item 'a1' cannot be moved relative to itself")),
             (.reloadItems(["ghost"]), .unknownItem("ghost")),
             (.reconfigureItems(["ghost"]), .unknownItem("ghost")),
-            (.updateItems([DataUpdate(id: "a1", data: data("1")), DataUpdate(id: "ghost", data: nil)]), .unknownItem("ghost")),
+            (
+                .updateItems([DataUpdate(id: "a1", data: data("1")), DataUpdate(id: "ghost", data: nil)]),
+                .unknownItem("ghost")
+            ),
         ]
         for (operation, expected) in cases {
             #expect(throws: expected, "\(operation.name)") { try document.apply(operation) }
@@ -77,8 +89,11 @@ import Testing
 
     @Test func writesMirrorTheDiffableSnapshotAPI() throws {
         var document = Document()
-        try document.apply(.appendSections([SectionInput(id: "A", items: [Item(id: "a1"), Item(id: "a2")]), SectionInput(id: "C")]))
-        try document.apply(.insertSections([SectionInput(id: "B", data: data("\"bee\""), items: [Item(id: "b1")])], anchor: .after("A")))
+        try document.apply(
+            .appendSections([SectionInput(id: "A", items: [Item(id: "a1"), Item(id: "a2")]), SectionInput(id: "C")]))
+        try document.apply(
+            .insertSections(
+                [SectionInput(id: "B", data: data("\"bee\""), items: [Item(id: "b1")])], anchor: .after("A")))
         try document.apply(.insertItems([Item(id: "a0")], anchor: .before("a1")))
         try document.apply(.appendItems([Item(id: "c1")], section: nil))
         try document.apply(.moveItem("a0", anchor: .after("c1")))

@@ -43,7 +43,9 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
     let freeItems = itemPool.filter { !document.containsItem($0) }
     let freeSections = sectionPool.filter { document.snapshot.sectionPositions[$0] == nil }
     func pick(_ pool: [String], _ fallback: String) -> String { pool.randomElement(using: &rng) ?? fallback }
-    func someData() -> JSONText? { [nil, "1", "2", "\"t\"", "{\"k\":1}"].randomElement(using: &rng).flatMap { data($0) } }
+    func someData() -> JSONText? {
+        [nil, "1", "2", "\"t\"", "{\"k\":1}"].randomElement(using: &rng).flatMap { data($0) }
+    }
     func anchor(_ pool: [String]) -> Anchor {
         Bool.random(using: &rng) ? .before(pick(pool, "ghost")) : .after(pick(pool, "ghost"))
     }
@@ -66,7 +68,8 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
     case 6: return .reloadSections([pick(sections, "nosuch")])
     case 7:
         let section: String? = Bool.random(using: &rng) ? pick(sections, "nosuch") : nil
-        return .appendItems(freeItems.shuffled(using: &rng).prefix(3).map { Item(id: $0, data: someData()) }, section: section)
+        return .appendItems(
+            freeItems.shuffled(using: &rng).prefix(3).map { Item(id: $0, data: someData()) }, section: section)
     case 8: return .insertItems([Item(id: pick(freeItems, "i0"))], anchor: anchor(items))
     case 9: return .deleteItems(Array(items.shuffled(using: &rng).prefix(3)))
     case 10: return .moveItem(pick(items, "ghost"), anchor: anchor(items))
