@@ -2,6 +2,7 @@
 #define DIFFCAST_CLIBUV_SHIM_H
 
 #include <uv.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <errno.h>
@@ -15,6 +16,17 @@ static inline uv_handle_t *dc_handle(void *handle) { return (uv_handle_t *)handl
 
 /* Ignores SIGPIPE: libuv does not, and a peer that closes with unread data would kill us. */
 static inline void dc_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+/* Unblocks the signals the daemon handles: a parent may have started us with them blocked
+   (a process spawned from a thread that blocks signals inherits its mask). */
+static inline void dc_unblock_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
 
 /* Connects to a Unix socket path to find out whether a daemon already serves it.
    Returns 0 when something accepted the connection, else the errno of the attempt. */

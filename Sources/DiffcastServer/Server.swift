@@ -48,6 +48,7 @@ public final class Server {
     /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
     public func run(engine: ApplyEngine, onReady: () -> Void = {}) throws {
         dc_ignore_sigpipe()
+        dc_unblock_signals()
         try check(uv_loop_init(loop), "uv_loop_init")
         loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         let asyncHandle = UnsafeMutablePointer<uv_async_t>.allocate(capacity: 1)

@@ -1,0 +1,149 @@
+import DiffcastCore
+
+/// A subscriber's copy of one collection, kept by applying the events it receives with SPEC.md's
+/// normative algorithm and checking the digest of every version: the client side of the wire.
+public struct CollectionMirror: Sendable {
+    public private(set) var sections: [SectionOutline] = []
+    public private(set) var version: UInt64?
+    public private(set) var epoch: String?
+    public private(set) var changesetsApplied = 0
+    public private(set) var snapshotsApplied = 0
+
+    public init() {}
+
+    /// Why an event could not be applied; the mirror should subscribe again without `since`.
+    public struct Divergence: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Applies one event line (already parsed); throws when it does not fit.
+    public mutating func feed(_ event: JSONValue) throws(Divergence) {
+        switch event["event"] {
+        case .string("snapshot"):
+            sections = try Self.outline(event["sections"])
+            version = try Self.version(event["version"])
+            epoch = event["epoch"].flatMap { if case .string(let text) = $0 { text } else { nil } }
+            snapshotsApplied += 1
+        case .string("changeset"):
+            guard let current = version else { throw Divergence(description: "a changeset before any snapshot") }
+            let from = try Self.version(event["from"])
+            guard from == current else {
+                throw Divergence(description: "chain broken: changeset from \(from) but the mirror holds \(current)")
+            }
+            let changeset = try Self.changeset(event)
+            do {
+                sections = try changeset.apply(to: sections)
+            } catch {
+                throw Divergence(description: "changeset \(from)->\(event["version"]?.canonicalText ?? "?"): \(error)")
+            }
+            version = try Self.version(event["version"])
+            changesetsApplied += 1
+        case .string("dropped"):
+            sections = []
+            version = nil
+            return
+        default:
+            throw Divergence(description: "not an event: \(event.canonicalText.prefix(120))")
+        }
+        guard case .string(let digest) = event["digest"], digest == Digest(of: sections).description else {
+            throw Divergence(
+                description:
+                    "digest \(event["digest"]?.canonicalText ?? "none") but the mirror computes \(Digest(of: sections))"
+            )
+        }
+    }
+
+    private static func version(_ value: JSONValue?) throws(Divergence) -> UInt64 {
+        guard case .number(let text) = value, let version = UInt64(text) else {
+            throw Divergence(description: "bad version \(value?.canonicalText ?? "none")")
+        }
+        return version
+    }
+
+    private static func identifier(_ value: JSONValue?) throws(Divergence) -> Identifier {
+        switch value {
+        case .string(let text): return text
+        case .number(let text): return text
+        default: throw Divergence(description: "bad identifier \(value?.canonicalText ?? "none")")
+        }
+    }
+
+    private static func int(_ value: JSONValue?) throws(Divergence) -> Int {
+        guard case .number(let text) = value, let number = Int(text) else {
+            throw Divergence(description: "bad index \(value?.canonicalText ?? "none")")
+        }
+        return number
+    }
+
+    private static func path(_ value: JSONValue?) throws(Divergence) -> ItemPath {
+        guard case .array(let pair) = value, pair.count == 2 else {
+            throw Divergence(description: "bad item path \(value?.canonicalText ?? "none")")
+        }
+        return ItemPath(try int(pair[0]), try int(pair[1]))
+    }
+
+    private static func list(_ value: JSONValue?, _ key: String) -> [JSONValue] {
+        guard case .array(let elements) = value?[key] else { return [] }
+        return elements
+    }
+
+    /// The `sections` of a snapshot event or `get` response as plain values.
+    public static func outline(_ value: JSONValue?) throws(Divergence) -> [SectionOutline] {
+        guard case .array(let rawSections) = value else { throw Divergence(description: "no sections") }
+        var result: [SectionOutline] = []
+        for raw in rawSections {
+            var section = SectionOutline(id: try identifier(raw["id"]), data: raw["data"]?.asData)
+            if case .array(let rawItems) = raw["items"] {
+                for rawItem in rawItems {
+                    if case .object = rawItem {
+                        section.items.append(Item(id: try identifier(rawItem["id"]), data: rawItem["data"]?.asData))
+                    } else {
+                        section.items.append(Item(id: try identifier(rawItem)))
+                    }
+                }
+            }
+            result.append(section)
+        }
+        return result
+    }
+
+    /// A changeset event's `sections` and `items` as a `Changeset`.
+    public static func changeset(_ event: JSONValue) throws(Divergence) -> Changeset {
+        var changeset = Changeset()
+        let sections = event["sections"]
+        let items = event["items"]
+        for value in list(sections, "deleted") { changeset.sections.deleted.append(try int(value)) }
+        for value in list(sections, "inserted") {
+            changeset.sections.inserted.append(
+                .init(index: try int(value["index"]), id: try identifier(value["id"]), data: value["data"]?.asData))
+        }
+        for value in list(sections, "moved") {
+            changeset.sections.moved.append(
+                .init(from: try int(value["from"]), to: try int(value["to"]), id: try identifier(value["id"])))
+        }
+        for value in list(sections, "updated") {
+            changeset.sections.updated.append(
+                .init(index: try int(value["index"]), id: try identifier(value["id"]), data: value["data"]?.asData))
+        }
+        for value in list(sections, "reloaded") {
+            changeset.sections.reloaded.append(.init(index: try int(value["index"]), id: try identifier(value["id"])))
+        }
+        for value in list(items, "deleted") { changeset.items.deleted.append(try path(value)) }
+        for value in list(items, "inserted") {
+            changeset.items.inserted.append(
+                .init(at: try path(value["at"]), id: try identifier(value["id"]), data: value["data"]?.asData))
+        }
+        for value in list(items, "moved") {
+            changeset.items.moved.append(
+                .init(from: try path(value["from"]), to: try path(value["to"]), id: try identifier(value["id"])))
+        }
+        for value in list(items, "updated") {
+            changeset.items.updated.append(
+                .init(at: try path(value["at"]), id: try identifier(value["id"]), data: value["data"]?.asData))
+        }
+        for value in list(items, "reloaded") {
+            changeset.items.reloaded.append(.init(at: try path(value["at"]), id: try identifier(value["id"])))
+        }
+        return changeset
+    }
+}

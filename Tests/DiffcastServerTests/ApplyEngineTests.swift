@@ -1,0 +1,92 @@
+import DiffcastCore
+import DiffcastWire
+import Testing
+
+@testable import DiffcastServer
+
+@Suite struct ApplyEngineTests {
+    private func job(_ line: String, connection: ConnectionID = 1, slot: UInt64) throws -> Job {
+        .request(try RequestParser().parse(line: Array(line.utf8)), ResponseAddress(connection: connection, slot: slot))
+    }
+
+    private func text(_ bytes: SharedBytes) -> String {
+        String(decoding: UnsafeRawBufferPointer(start: bytes.pointer, count: bytes.count), as: UTF8.self)
+    }
+
+    @Test func writesThatArriveTogetherArePublishedAsOneVersion() throws {
+        let engine = ApplyEngine()
+        let outcomes = engine.process([
+            try job(#"append_sections c {"sections":[{"id":"s"}]}"#, slot: 0),
+            try job(#"append_items c {"items":["a"]}"#, slot: 1),
+            try job(#"append_items c {"items":["a"]}"#, slot: 2),
+            try job(#"append_items c {"items":["b"]}"#, slot: 3),
+        ])
+        var published: [(UInt64, UInt64)] = []
+        var responses: [String] = []
+        for outcome in outcomes {
+            switch outcome {
+            case .published(_, let from, let to, _): published.append((from, to))
+            case .response(_, let bytes): responses.append(text(bytes))
+            default: Issue.record("unexpected outcome \(outcome)")
+            }
+        }
+        #expect(published.count == 1 && published.first! == (0, 1))
+        #expect(responses.count == 4)
+        #expect(responses.filter { $0.contains("\"version\":1") }.count == 3)
+        #expect(responses.contains { $0.contains("duplicate_identifier") })
+    }
+
+    @Test func aReadAfterAWriteSeesItsVersion() throws {
+        let engine = ApplyEngine()
+        let outcomes = engine.process([
+            try job(#"append_sections c {"sections":[{"id":"s"}]}"#, slot: 0),
+            try job("get c", slot: 1),
+            try job(#"append_sections c {"sections":[{"id":"t"}]}"#, slot: 2),
+        ])
+        let texts = outcomes.compactMap { outcome -> String? in
+            if case .response(_, let bytes) = outcome { return text(bytes) }
+            return nil
+        }
+        #expect(texts[1].contains("\"version\":1") && texts[1].contains("\"id\":\"s\""))
+        #expect(texts[2].contains("\"version\":2"))
+    }
+
+    @Test func aRejectedFirstWriteLeavesNoCollection() throws {
+        let engine = ApplyEngine()
+        _ = engine.process([try job(#"append_items ghost {"items":["a"]}"#, slot: 0)])
+        let outcomes = engine.process([try job("get ghost", slot: 1)])
+        guard case .response(_, let bytes) = outcomes.first else {
+            Issue.record("no response")
+            return
+        }
+        #expect(text(bytes).contains("unknown_collection"))
+    }
+
+    @Test func catchUpIsOneChangesetFromTheVersionHeld() throws {
+        let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 4, items: 100))
+        for index in 0..<3 {
+            _ = engine.process([try job(#"append_sections c {"sections":[{"id":"s\#(index)"}]}"#, slot: UInt64(index))])
+        }
+        guard
+            case .caughtUp(_, _, let version, let event) = engine.process([
+                .catchUp(connection: 1, collection: "c", since: 1)
+            ]).first
+        else {
+            Issue.record("no catch-up")
+            return
+        }
+        #expect(version == 3)
+        #expect(text(event).contains("\"event\":\"changeset\"") && text(event).contains("\"from\":1"))
+        for index in 3..<10 {
+            _ = engine.process([try job(#"append_sections c {"sections":[{"id":"s\#(index)"}]}"#, slot: UInt64(index))])
+        }
+        guard
+            case .caughtUp(_, _, _, let old) = engine.process([.catchUp(connection: 1, collection: "c", since: 1)])
+                .first
+        else {
+            Issue.record("no catch-up")
+            return
+        }
+        #expect(text(old).contains("\"event\":\"snapshot\""))
+    }
+}

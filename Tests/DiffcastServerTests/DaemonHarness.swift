@@ -1,0 +1,189 @@
+import DiffcastCore
+import DiffcastWire
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+enum HarnessError: Error, CustomStringConvertible {
+    case timeout(String)
+    case failed(String)
+
+    var description: String {
+        switch self {
+        case .timeout(let what): "timed out: \(what)"
+        case .failed(let what): what
+        }
+    }
+}
+
+/// The real `diffcastd` binary, started on a socket of its own in a fresh temporary folder.
+final class Daemon: @unchecked Sendable {
+    static var binary: URL {
+        if let path = ProcessInfo.processInfo.environment["DIFFCASTD"] { return URL(fileURLWithPath: path) }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/diffcastd")
+    }
+
+    let directory: URL
+    let socketPath: String
+    let process = Process()
+    let errorOutput = Pipe()
+
+    init(arguments: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.socketPath = socketPath ?? directory.appendingPathComponent("d.sock").path
+        process.executableURL = Self.binary
+        process.arguments = ["--socket", self.socketPath, "--log-level", "debug"] + arguments
+        process.standardError = errorOutput
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        if waitForSocket {
+            try waitUntil("the daemon listens on \(self.socketPath)") {
+                (try? Client(path: self.socketPath)).map { $0.close() } != nil
+            }
+        }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    func stop(signal: Int32 = SIGTERM) -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// What the daemon logged so far (only after it exited: reading blocks while it runs).
+    func log() -> String {
+        String(decoding: errorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return }
+        usleep(20_000)
+    }
+    throw HarnessError.timeout(what)
+}
+
+/// A blocking line client over a real Unix socket, as a script would use the daemon.
+final class Client {
+    let descriptor: Int32
+    private var buffer: [UInt8] = []
+    /// Events read while waiting for a response.
+    var events: [JSONValue] = []
+
+    init(path: String, receiveBufferBytes: Int32? = nil) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw HarnessError.failed("socket: \(errno)") }
+        if var size = receiveBufferBytes {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8.prefix(raw.count - 1))
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(descriptor)
+            throw HarnessError.failed("connect \(path): \(errno)")
+        }
+    }
+
+    func close() { Glibc.close(descriptor) }
+
+    deinit { Glibc.close(descriptor) }
+
+    func send(_ line: String) throws {
+        try sendRaw(Array((line + "\n").utf8))
+    }
+
+    func sendRaw(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard sent > 0 else { throw HarnessError.failed("send: \(errno)") }
+            offset += sent
+        }
+    }
+
+    /// The next line as JSON, or nil on end of stream.
+    func readLine(timeout: Double = 10) throws -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[..<newline])
+                buffer.removeFirst(newline + 1)
+                return try JSONParser.parse(line)
+            }
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { throw HarnessError.timeout("a line from the daemon") }
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(left * 1000)) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            let count = recv(descriptor, &chunk, chunk.count, 0)
+            if count <= 0 { return nil }
+            buffer.append(contentsOf: chunk[..<count])
+        }
+    }
+
+    /// Sends a request and returns its response, keeping events that arrive before it.
+    func request(_ line: String) throws -> JSONValue {
+        try send(line)
+        return try response()
+    }
+
+    func response() throws -> JSONValue {
+        while let line = try readLine() {
+            if line["ok"] != nil { return line }
+            events.append(line)
+        }
+        throw HarnessError.failed("connection closed before a response")
+    }
+
+    func event() throws -> JSONValue {
+        if !events.isEmpty { return events.removeFirst() }
+        guard let line = try readLine() else { throw HarnessError.failed("connection closed before an event") }
+        guard line["event"] != nil else { throw HarnessError.failed("expected an event, got \(line.canonicalText)") }
+        return line
+    }
+}
+
+extension JSONValue {
+    var int: Int? {
+        if case .number(let text) = self { return Int(text) }
+        return nil
+    }
+
+    var string: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    var array: [JSONValue] {
+        if case .array(let elements) = self { return elements }
+        return []
+    }
+
+    var isOK: Bool { self["ok"] == .bool(true) }
+}

@@ -1,0 +1,212 @@
+import DiffcastCore
+import DiffcastWire
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The real daemon over a real Unix socket.
+@Suite(.serialized) struct DaemonTests {
+    @Test func aSubscriberMirrorsEveryWriteExactly() throws {
+        let daemon = try Daemon()
+        let subscriber = try Client(path: daemon.socketPath)
+        let publisher = try Client(path: daemon.socketPath)
+        #expect(try subscriber.request(#"subscribe feed"#)["version"]?.int == 0)
+        var mirror = CollectionMirror()
+        try mirror.feed(try subscriber.event())
+        let writes = [
+            #"{"op":"apply","collection":"feed","sections":[{"id":"today","items":[{"id":"t1","data":{"likes":1}},"t2"]},{"id":"later","items":["t3",4]}]}"#,
+            #"{"op":"update_items","collection":"feed","items":[{"id":"t1","data":{"likes":2}}]}"#,
+            #"{"op":"move_item","collection":"feed","item":"t3","before":"t1"}"#,
+            #"{"op":"delete_sections","collection":"feed","sections":["later"]}"#,
+            #"{"op":"insert_sections","collection":"feed","after":"today","sections":[{"id":"x","items":["4"]}]}"#,
+        ]
+        var version = 0
+        for write in writes {
+            let response = try publisher.request(write)
+            #expect(response.isOK, "\(response.canonicalText)")
+            version = response["version"]?.int ?? -1
+            while (mirror.version ?? 0) < UInt64(version) { try mirror.feed(try subscriber.event()) }
+        }
+        #expect(version == writes.count)
+        let state = try publisher.request("get feed")
+        #expect(try CollectionMirror.outline(state["sections"]) == mirror.sections)
+        #expect(mirror.sections.map(\.id) == ["today", "x"])
+        #expect(mirror.sections[0].items.map(\.id) == ["t3", "t1", "t2"])
+    }
+
+    @Test func aDataChangeArrivesAsOneUpdate() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request(#"apply likes {"sections":[{"id":"s","items":[{"id":"t1","data":{"likes":1000}}]}]}"#)
+        _ = try client.request("subscribe likes")
+        _ = try client.event()
+        let response = try client.request(#"update_items likes {"items":[{"id":"t1","data":{"likes":2000}}]}"#)
+        let event = try client.event()
+        #expect(event["version"]?.int == response["version"]?.int)
+        #expect(event["items"]?["updated"]?.array.count == 1)
+        #expect(event["items"]?["inserted"] == nil && event["items"]?["deleted"] == nil)
+    }
+
+    @Test func readYourWritesTheEventComesBeforeTheAcknowledgement() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request("subscribe mine")
+        _ = try client.event()
+        try client.send(#"append_sections mine {"sections":[{"id":"s"}]}"#)
+        let first = try client.readLine()
+        #expect(first?["event"] == .string("changeset"))
+        #expect(try client.readLine()?["ok"] == .bool(true))
+    }
+
+    @Test func pipelinedWritesAreCoalescedAndAnsweredInOrder() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request(#"append_sections burst {"sections":[{"id":"s"}]}"#)
+        let count = 2000
+        var payload = ""
+        for index in 0..<count {
+            payload += #"{"op":"append_items","collection":"burst","items":["x\#(index)"],"id":\#(index)}"# + "\n"
+        }
+        try client.sendRaw(Array(payload.utf8))
+        var versions: [Int] = []
+        for index in 0..<count {
+            let response = try client.response()
+            #expect(response["id"]?.int == index)
+            versions.append(response["version"]?.int ?? -1)
+        }
+        #expect(versions == versions.sorted())
+        #expect(Set(versions).count <= count / 10)
+        let state = try client.request("get burst")
+        #expect(state["sections"]?.array.first?["items"]?.array.count == count)
+    }
+
+    @Test func badInputGetsAnErrorAndTheConnectionLivesOn() throws {
+        let daemon = try Daemon(arguments: ["--max-line-bytes", "4096"])
+        let client = try Client(path: daemon.socketPath)
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var junk = (0..<Int.random(in: 1...200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            junk.removeAll { $0 == UInt8(ascii: "\n") }
+            junk.append(UInt8(ascii: "\n"))
+            try client.sendRaw(junk)
+            if junk.allSatisfy({ [0x20, 0x09, 0x0d, 0x0a].contains($0) }) { continue }
+            let response = try client.response()
+            #expect(response["ok"] == .bool(false))
+        }
+        try client.sendRaw(Array(String(repeating: "p", count: 10_000).utf8) + [10])
+        #expect(try client.response()["error"]?["code"] == .string("line_too_long"))
+        #expect(try client.request("ping").isOK)
+        let vanishing = try Client(path: daemon.socketPath)
+        try vanishing.sendRaw(Array(#"{"op":"append_items","collection":"half","it"#.utf8))
+        vanishing.close()
+        #expect(try Client(path: daemon.socketPath).request("ping").isOK)
+    }
+
+    @Test func aRejectedWriteChangesNothingAndNamesTheCulprit() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        #expect(try client.request(#"append_items none {"items":["a"]}"#)["error"]?["code"] == .string("no_section"))
+        #expect(try client.request("get none")["error"]?["code"] == .string("unknown_collection"))
+        _ = try client.request(#"apply c {"sections":[{"id":"s","items":["a"]}]}"#)
+        let duplicate = try client.request(#"append_items c {"items":["b","a"]}"#)
+        #expect(duplicate["error"]?["code"] == .string("duplicate_identifier"))
+        #expect(duplicate["error"]?["message"]?.string?.contains("'a'") == true)
+        let state = try client.request("get c")
+        #expect(state["version"]?.int == 1)
+        #expect(state["sections"]?.array.first?["items"]?.array == [.string("a")])
+    }
+
+    @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
+        let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
+        let publisher = try Client(path: daemon.socketPath)
+        _ = try publisher.request(#"append_sections slow {"sections":[{"id":"s"}]}"#)
+        let slow = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
+        _ = try slow.request("subscribe slow")
+        let fast = try Client(path: daemon.socketPath)
+        _ = try fast.request("subscribe slow")
+        var fastMirror = CollectionMirror()
+        let blob = String(repeating: "x", count: 2000)
+        var last = 0
+        for round in 0..<40 {
+            var batch = ""
+            for index in 0..<20 {
+                batch +=
+                    #"{"op":"append_items","collection":"slow","items":[{"id":"r\#(round).\#(index)","data":"\#(blob)"}]}"#
+                    + "\n"
+            }
+            try publisher.sendRaw(Array(batch.utf8))
+            for _ in 0..<20 { last = try publisher.response()["version"]?.int ?? last }
+            while (fastMirror.version ?? 0) < UInt64(last) { try fastMirror.feed(try fast.event()) }
+        }
+        var slowMirror = CollectionMirror()
+        while (slowMirror.version ?? 0) < UInt64(last) { try slowMirror.feed(try slow.event()) }
+        #expect(slowMirror.sections == fastMirror.sections)
+        #expect(slowMirror.sections.first?.items.count == 800)
+        // It fell behind, so it was caught up with far fewer events than versions.
+        #expect(slowMirror.changesetsApplied + slowMirror.snapshotsApplied < last)
+    }
+
+    @Test func theDisconnectPolicyClosesASlowSubscriberWithAnErrorLine() throws {
+        let daemon = try Daemon(arguments: ["--max-unsent-bytes", "16384", "--slow-subscriber-policy", "disconnect"])
+        let publisher = try Client(path: daemon.socketPath)
+        _ = try publisher.request(#"append_sections d {"sections":[{"id":"s"}]}"#)
+        let slow = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
+        _ = try slow.request("subscribe d")
+        let blob = String(repeating: "y", count: 4000)
+        for index in 0..<300 {
+            _ = try publisher.request(#"append_items d {"items":[{"id":"i\#(index)","data":"\#(blob)"}]}"#)
+        }
+        var lines: [JSONValue] = []
+        while let line = try slow.readLine() { lines.append(line) }
+        #expect(lines.last?["event"] == .string("error"))
+        #expect(lines.last?["error"]?["code"] == .string("limit_exceeded"))
+        #expect(try publisher.request("ping").isOK)
+    }
+
+    @Test func subscribingWithSinceGetsOneChangeset() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        let subscribed = try client.request("subscribe hist")
+        var mirror = CollectionMirror()
+        try mirror.feed(try client.event())
+        _ = try client.request("unsubscribe hist")
+        for index in 0..<5 { _ = try client.request(#"append_sections hist {"sections":[{"id":"s\#(index)"}]}"#) }
+        let epoch = subscribed["epoch"]?.string ?? ""
+        let again = try client.request(#"subscribe hist {"since":0,"epoch":"\#(epoch)"}"#)
+        #expect(again["version"]?.int == 5)
+        let event = try client.event()
+        #expect(event["event"] == .string("changeset") && event["from"]?.int == 0)
+        try mirror.feed(event)
+        #expect(mirror.sections.map(\.id) == ["s0", "s1", "s2", "s3", "s4"])
+        _ = try client.request(#"subscribe hist {"since":0,"epoch":"another"}"#)
+        #expect(try client.event()["event"] == .string("snapshot"))
+    }
+
+    @Test func dropTellsSubscribers() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request(#"append_sections gone {"sections":[{"id":"s"}]}"#)
+        let subscriber = try Client(path: daemon.socketPath)
+        _ = try subscriber.request("subscribe gone")
+        _ = try subscriber.event()
+        #expect(try client.request("drop gone").isOK)
+        #expect(try subscriber.event()["event"] == .string("dropped"))
+        #expect(try client.request("drop gone")["error"]?["code"] == .string("unknown_collection"))
+    }
+
+    @Test func listAndStatsDescribeTheDaemon() throws {
+        let daemon = try Daemon()
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request(#"apply l {"sections":[{"id":"s","items":["a","b"]}]}"#)
+        _ = try client.request("subscribe l")
+        let list = try client.request("list")
+        let row = list["collections"]?.array.first { $0["name"] == .string("l") }
+        #expect(row?["items"]?.int == 2 && row?["subscribers"]?.int == 1 && row?["version"]?.int == 1)
+        let stats = try client.request("stats")
+        #expect(stats["writes_applied"]?.int == 1)
+        #expect(stats["connections"]?.int == 1)
+    }
+}

@@ -1,0 +1,97 @@
+import DiffcastWire
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon as an operator and a shell user meet it: its socket file, signals, and netcat.
+@Suite(.serialized) struct ProcessTests {
+    @Test func netcatSubscribesAndReceivesChangesets() throws {
+        let daemon = try Daemon()
+        let netcat = Process()
+        netcat.executableURL = URL(fileURLWithPath: "/bin/sh")
+        netcat.arguments = ["-c", "command -v nc >/dev/null || exit 127; exec nc -U \"$0\"", daemon.socketPath]
+        let input = Pipe()
+        let output = Pipe()
+        netcat.standardInput = input
+        netcat.standardOutput = output
+        try netcat.run()
+        defer {
+            if netcat.isRunning { netcat.terminate() }
+        }
+        input.fileHandleForWriting.write(Data("subscribe feed\n".utf8))
+        let reader = LineReader(output.fileHandleForReading)
+        var lines = try (0..<2).map { _ in try reader.next() }
+        #expect(lines.contains { $0["event"] == .string("snapshot") })
+        let publisher = try Client(path: daemon.socketPath)
+        #expect(try publisher.request(#"append_sections feed {"sections":[{"id":"s","items":["a"]}]}"#).isOK)
+        lines = [try reader.next()]
+        #expect(lines[0]["event"] == .string("changeset"))
+        #expect(lines[0]["items"]?["inserted"]?.array.count == 1)
+        input.fileHandleForWriting.write(Data("ping\n".utf8))
+        #expect(try reader.next()["op"] == .string("ping"))
+    }
+
+    @Test func sigtermRemovesTheSocketAndExitsCleanly() throws {
+        let daemon = try Daemon()
+        #expect(FileManager.default.fileExists(atPath: daemon.socketPath))
+        let client = try Client(path: daemon.socketPath)
+        _ = try client.request(#"append_sections s {"sections":[{"id":"a"}]}"#)
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
+    }
+
+    @Test func aStaleSocketFileIsReplaced() throws {
+        let first = try Daemon()
+        #expect(first.stop(signal: SIGKILL) != 0)
+        #expect(FileManager.default.fileExists(atPath: first.socketPath))
+        let second = try Daemon(socketPath: first.socketPath)
+        #expect(try Client(path: second.socketPath).request("ping").isOK)
+    }
+
+    @Test func aLiveDaemonOnTheSameSocketIsRefused() throws {
+        let first = try Daemon()
+        let second = try Daemon(socketPath: first.socketPath, waitForSocket: false)
+        second.process.waitUntilExit()
+        #expect(second.process.terminationStatus != 0)
+        #expect(second.log().contains("already serving"))
+        #expect(try Client(path: first.socketPath).request("ping").isOK)
+    }
+
+    @Test func aSocketPathThatIsTooLongIsRefused() throws {
+        let long = "/tmp/" + String(repeating: "d", count: 120) + ".sock"
+        let daemon = try Daemon(socketPath: long, waitForSocket: false)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus != 0)
+        #expect(daemon.log().contains("longer than"))
+    }
+}
+
+/// Reads JSON lines from a pipe with a deadline.
+final class LineReader {
+    private let handle: FileHandle
+    private var buffer: [UInt8] = []
+
+    init(_ handle: FileHandle) {
+        self.handle = handle
+    }
+
+    func next(timeout: Double = 10) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[..<newline])
+                buffer.removeFirst(newline + 1)
+                return try JSONParser.parse(line)
+            }
+            guard Date() < deadline else { throw HarnessError.timeout("a line from nc") }
+            var poller = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let chunk = handle.availableData
+            if chunk.isEmpty { throw HarnessError.failed("nc closed its output") }
+            buffer.append(contentsOf: chunk)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import DiffcastCore
+import DiffcastWire
+import Testing
+
+@Suite struct WireEncoderTests {
+    private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    @Test func responsesEchoIDAndOp() {
+        #expect(
+            text(WireEncoder.success(id: JSONText(canonical: "41"), op: "ping"))
+                == "{\"ok\":true,\"id\":41,\"op\":\"ping\"}\n")
+        let failure = WireEncoder.failure(id: nil, op: "get", error: .unknownCollection("feed"))
+        #expect(
+            text(failure)
+                == "{\"ok\":false,\"op\":\"get\",\"error\":{\"code\":\"unknown_collection\",\"message\":\"unknown collection 'feed'\"}}\n"
+        )
+    }
+
+    @Test func changesetEventsLeaveOutEmptyLists() throws {
+        var changeset = Changeset()
+        changeset.items.updated = [.init(at: ItemPath(0, 1), id: "t1", data: JSONText(canonical: "{\"likes\":2}"))]
+        changeset.sections.reloaded = [.init(index: 0, id: "s")]
+        let line = text(
+            WireEncoder.changesetEvent(
+                collection: "feed", epoch: "e", from: 4, to: 5, changeset: changeset, digest: Digest(of: Snapshot())))
+        #expect(
+            line == """
+                {"event":"changeset","collection":"feed","epoch":"e","from":4,"version":5,\
+                "sections":{"reloaded":[{"index":0,"id":"s"}]},\
+                "items":{"updated":[{"at":[0,1],"id":"t1","data":{"likes":2}}]},"digest":"cbf29ce484222325"}
+
+                """)
+        // Every line is one JSON object the parser takes back.
+        _ = try JSONParser.parse(Array(line.utf8.dropLast()))
+    }
+
+    @Test func snapshotsWriteBareIdentifiersForItemsWithoutData() throws {
+        var document = Document()
+        try document.apply(
+            .apply(sections: [
+                SectionInput(
+                    id: "s", data: JSONText(canonical: "\"S\""),
+                    items: [Item(id: "a"), Item(id: "b", data: JSONText(canonical: "[1]"))])
+            ]))
+        let line = text(WireEncoder.snapshotEvent(collection: "c", epoch: "e", version: 1, snapshot: document.snapshot))
+        #expect(line.contains(#""sections":[{"id":"s","data":"S","items":["a",{"id":"b","data":[1]}]}]"#))
+        #expect(line.contains("\"digest\":\"\(Digest(of: document.snapshot))\""))
+    }
+}
