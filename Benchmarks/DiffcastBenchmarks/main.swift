@@ -1,1 +1,262 @@
-print("placeholder")
+import ArgumentParser
+import DiffcastCore
+import DiffcastWire
+import Foundation
+
+/// Prints the benchmark tables of the differ. Times are medians of several runs; every table
+/// carries a baseline measured in the same run, because this machine is noisy.
+@main
+struct DiffcastBenchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "DiffcastBenchmarks", abstract: "Benchmark tables for the differ and the write path.")
+
+    @Option(help: "Collection sizes for the full-diff table.")
+    var sizes: [Int] = [10_000, 100_000, 1_000_000]
+
+    @Option(help: "Runs per measurement; the median is reported.")
+    var runs: Int = 3
+
+    @Option(help: "Size of the collection for the small-writes table.")
+    var writesCollectionSize: Int = 1_000_000
+
+    func run() {
+        printMemoryPerItem(count: writesCollectionSize)
+        printFullDiffTable()
+        printSmallWritesTable()
+    }
+
+    // MARK: - Memory
+
+    private func printMemoryPerItem(count: Int) {
+        let data = JSONText(canonical: "\"" + String(repeating: "d", count: 30) + "\"")
+        let before = residentBytes()
+        var document = Document()
+        let items = (0..<count).map { Item(id: "item-\($0)", data: data) }
+        try? document.apply(.apply(sections: [SectionInput(id: "s", items: items)]))
+        let after = residentBytes()
+        print("## Memory held per item (\(count) items, 32-byte data, ids 'item-N')\n")
+        print("| bytes per item (RSS growth / items) | items held |")
+        print("|---:|---:|")
+        print("| \(String(format: "%.0f", Double(after - before) / Double(count))) | \(document.itemCount) |\n")
+    }
+
+    private func residentBytes() -> Int {
+        let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    // MARK: - Full diff
+
+    private func printFullDiffTable() {
+        print("## Full diff (`apply` of a whole new snapshot)\n")
+        print("Workload: 10% of ids deleted, 10% new ids inserted at random positions, 5% moved to random")
+        print("positions (some across sections), 5% with changed data. Hash floor: insert every old id into")
+        print("a Dictionary, look up every new id. Median of \(runs) runs.\n")
+        print(
+            "| items | sections | our diff (ms) | hash floor (ms) | ratio | moves listed | moves made | Swift difference+inferringMoves (ms) |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for size in sizes {
+            for sections in [1, 100] {
+                var rng = SplitMix64(seed: UInt64(size &* 31 &+ sections))
+                let workload = Workload(items: size, sections: sections, using: &rng)
+                var changeset = Changeset()
+                let ours = median {
+                    changeset = Differ.changeset(from: workload.old, to: workload.new)
+                }
+                let floor = median { _ = hashFloor(workload) }
+                var swift = "skipped (O(ND))"
+                if sections == 1 && size <= 10_000 {
+                    let oldIDs = workload.old.sections[0].items.map(\.id)
+                    let newIDs = workload.new.sections[0].items.map(\.id)
+                    swift = String(format: "%.1f", median { _ = newIDs.difference(from: oldIDs).inferringMoves() })
+                }
+                print(
+                    "| \(size) | \(sections) | \(format(ours)) | \(format(floor)) | \(String(format: "%.2f×", ours / floor)) | \(changeset.items.moved.count) | \(workload.movesMade) | \(swift) |"
+                )
+            }
+        }
+        print()
+    }
+
+    private func hashFloor(_ workload: Workload) -> Int {
+        var positions: [Identifier: Int] = [:]
+        var index = 0
+        for section in workload.old.sections {
+            for item in section.items {
+                positions[item.id] = index
+                index += 1
+            }
+        }
+        var found = 0
+        for section in workload.new.sections {
+            for item in section.items where positions[item.id] != nil { found += 1 }
+        }
+        return found
+    }
+
+    // MARK: - Small writes
+
+    private func printSmallWritesTable() {
+        print("## Small writes on a \(writesCollectionSize)-item collection (ops → changeset → encoded event)\n")
+        print("apply+diff: the writes and `Document.changeset(since:)`; encode: the event bytes; digest: SPEC's")
+        print("FNV-1a over every identifier, which any version needs whatever changed. Median of \(runs) runs.\n")
+        print("| sections | op | batch | apply+diff (ms) | encode (ms) | digest (ms) | listed |")
+        print("|---:|---|---:|---:|---:|---:|---:|")
+        for sections in [1, 100] {
+            var rng = SplitMix64(seed: 7)
+            let perSection = writesCollectionSize / sections
+            let inputs = (0..<sections).map { section in
+                SectionInput(id: "s\(section)", items: (0..<perSection).map { Item(id: "i\(section).\($0)") })
+            }
+            var base = Document()
+            try? base.apply(.apply(sections: inputs))
+            _ = base.takeMarks()
+            let allIDs = inputs.flatMap { $0.items.map(\.id) }
+            for op in ["update_items", "move_item", "insert_items", "delete_items"] {
+                for batch in [1, 10, 1000] {
+                    var applyDiff: [Double] = []
+                    var encode: [Double] = []
+                    var digest: [Double] = []
+                    var listed = 0
+                    for run in 0..<runs {
+                        var document = base
+                        // Prime the position index of the copy, as a long-running daemon has it.
+                        _ = document.location(of: allIDs[0])
+                        let operations = (0..<batch).map { index in
+                            smallWrite(op, index: index, run: run, ids: allIDs, using: &rng)
+                        }
+                        let start = ContinuousClock.now
+                        let snapshot = document.snapshot
+                        for operation in operations { try? document.apply(operation) }
+                        let changeset = document.changeset(since: snapshot)
+                        let diffed = ContinuousClock.now
+                        let digestValue = Digest(of: document.snapshot)
+                        let digested = ContinuousClock.now
+                        _ = WireEncoder.changesetEvent(
+                            collection: "bench", epoch: "e", from: 1, to: 2, changeset: changeset, digest: digestValue)
+                        let encoded = ContinuousClock.now
+                        applyDiff.append(milliseconds(diffed - start))
+                        digest.append(milliseconds(digested - diffed))
+                        encode.append(milliseconds(encoded - digested))
+                        listed =
+                            changeset.items.updated.count + changeset.items.moved.count
+                            + changeset.items.inserted.count + changeset.items.deleted.count
+                    }
+                    print(
+                        "| \(sections) | \(op) | \(batch) | \(format(applyDiff.median)) | \(format(encode.median)) | \(format(digest.median)) | \(listed) |"
+                    )
+                }
+            }
+        }
+    }
+
+    private func smallWrite(
+        _ op: String, index: Int, run: Int, ids: [Identifier], using rng: inout SplitMix64
+    ) -> WriteOperation {
+        let target = ids[Int.random(in: 0..<ids.count, using: &rng)]
+        let anchor = ids[Int.random(in: 0..<ids.count, using: &rng)]
+        switch op {
+        case "update_items":
+            return .updateItems([DataUpdate(id: target, data: JSONText(canonical: "{\"n\":\(index + run * 10_000)}"))])
+        case "move_item":
+            return .moveItem(target, anchor: .after(anchor))
+        case "insert_items":
+            return .insertItems([Item(id: "new-\(run)-\(index)")], anchor: .before(anchor))
+        default:
+            return .deleteItems([target])
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func median(_ body: () -> Void) -> Double {
+        var samples: [Double] = []
+        for _ in 0..<runs {
+            let start = ContinuousClock.now
+            body()
+            samples.append(milliseconds(ContinuousClock.now - start))
+        }
+        return samples.median
+    }
+
+    private func milliseconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) * 1000 + Double(attoseconds) / 1e15
+    }
+
+    private func format(_ milliseconds: Double) -> String {
+        milliseconds < 1 ? String(format: "%.3f", milliseconds) : String(format: "%.1f", milliseconds)
+    }
+}
+
+/// An old and a new snapshot under the issue's workload, and how many moves it made.
+struct Workload {
+    let old: Snapshot
+    let new: Snapshot
+    let movesMade: Int
+
+    init(items count: Int, sections sectionCount: Int, using rng: inout SplitMix64) {
+        let perSection = count / sectionCount
+        var layout: [[Item]] = (0..<sectionCount).map { section in
+            (0..<perSection).map { Item(id: "item-\(section * perSection + $0)", data: JSONText(canonical: "1")) }
+        }
+        let old = Snapshot(
+            uncheckedSections: layout.enumerated().map { Section(id: "s\($0.offset)", items: $0.element) })
+        // 10% deleted.
+        for section in layout.indices {
+            layout[section].removeAll { _ in Int.random(in: 0..<10, using: &rng) == 0 }
+        }
+        // 5% moved to random positions, some across sections.
+        let moves = count / 20
+        for _ in 0..<moves {
+            let from = Int.random(in: 0..<sectionCount, using: &rng)
+            guard !layout[from].isEmpty else { continue }
+            let item = layout[from].remove(at: Int.random(in: 0..<layout[from].count, using: &rng))
+            let to = Int.random(in: 0..<sectionCount, using: &rng)
+            layout[to].insert(item, at: Int.random(in: 0...layout[to].count, using: &rng))
+        }
+        // 5% with changed data.
+        for section in layout.indices {
+            for index in layout[section].indices where Int.random(in: 0..<20, using: &rng) == 0 {
+                layout[section][index].data = JSONText(canonical: "2")
+            }
+        }
+        // 10% new identifiers at random positions.
+        for number in 0..<(count / 10) {
+            let section = Int.random(in: 0..<sectionCount, using: &rng)
+            layout[section].insert(
+                Item(id: "new-\(number)"), at: Int.random(in: 0...layout[section].count, using: &rng))
+        }
+        var document = Document()
+        try? document.apply(
+            .apply(sections: layout.enumerated().map { SectionInput(id: "s\($0.offset)", items: $0.element) }))
+        self.old = old
+        self.new = document.snapshot
+        self.movesMade = moves
+    }
+}
+
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var value = state
+        value = (value ^ (value >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        value = (value ^ (value >> 27)) &* 0x94d0_49bb_1331_11eb
+        return value ^ (value >> 31)
+    }
+}
+
+extension Array where Element == Double {
+    var median: Double {
+        guard !isEmpty else { return 0 }
+        return sorted()[count / 2]
+    }
+}

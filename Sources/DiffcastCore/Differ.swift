@@ -59,7 +59,7 @@ public enum Differ {
     /// "restructured": only those are walked item by item.
     private static func isRestructured(_ section: Section, in other: Snapshot) -> Bool {
         guard let index = other.sectionPositions[section.id] else { return true }
-        return other.sections[index].structureRevision != section.structureRevision
+        return !other.sections[index].structureRevision.provesEqual(to: section.structureRevision)
     }
 
     private static func diffItemsOfRestructuredSections(
@@ -119,7 +119,7 @@ public enum Differ {
                 guard let path = hints.newLocations[id] else { continue }
                 let section = new.sections[path.section]
                 guard let oldIndex = old.sectionPositions[section.id],
-                    old.sections[oldIndex].structureRevision == section.structureRevision
+                    old.sections[oldIndex].structureRevision.provesEqual(to: section.structureRevision)
                 else { continue }
                 let data = section.items[path.item].data
                 if old.sections[oldIndex].items[path.item].data != data {
@@ -132,8 +132,8 @@ public enum Differ {
         for (sectionIndex, section) in new.sections.enumerated() {
             guard let oldIndex = old.sectionPositions[section.id] else { continue }
             let oldSection = old.sections[oldIndex]
-            guard oldSection.structureRevision == section.structureRevision,
-                oldSection.contentRevision != section.contentRevision
+            guard oldSection.structureRevision.provesEqual(to: section.structureRevision),
+                !oldSection.contentRevision.provesEqual(to: section.contentRevision)
             else { continue }
             for (itemIndex, item) in section.items.enumerated()
             where oldSection.items[itemIndex].data != item.data {

@@ -38,6 +38,14 @@ public struct Revision: Hashable, Sendable, Comparable {
     }
 
     public static func < (lhs: Revision, rhs: Revision) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Revision 0 belongs to sections built outside a `Document`: it proves nothing.
+    public static let unknown = Revision(0)
+
+    /// Whether two sections with these revisions are known to be equal.
+    func provesEqual(to other: Revision) -> Bool {
+        self == other && self != .unknown
+    }
 }
 
 /// One section of a snapshot with its ordered items.
@@ -53,7 +61,7 @@ public struct Section: Sendable {
     public internal(set) var contentRevision: Revision
 
     public init(id: Identifier, data: JSONText? = nil, items: [Item] = []) {
-        self.init(id: id, data: data, items: items, revision: Revision(0))
+        self.init(id: id, data: data, items: items, revision: .unknown)
     }
 
     init(id: Identifier, data: JSONText?, items: [Item], revision: Revision) {
