@@ -34,10 +34,10 @@ struct DiffcastBenchmarks: ParsableCommand {
         let items = (0..<count).map { Item(id: "item-\($0)", data: data) }
         try? document.apply(.apply(sections: [SectionInput(id: "s", items: items)]))
         let after = residentBytes()
-        print("## Memory held per item (\(count) items, 32-byte data, ids 'item-N')\n")
-        print("| bytes per item (RSS growth / items) | items held |")
-        print("|---:|---:|")
-        print("| \(String(format: "%.0f", Double(after - before) / Double(count))) | \(document.itemCount) |\n")
+        emit("## Memory held per item (\(count) items, 32-byte data, ids 'item-N')\n")
+        emit("| bytes per item (RSS growth / items) | items held |")
+        emit("|---:|---:|")
+        emit("| \(String(format: "%.0f", Double(after - before) / Double(count))) | \(document.itemCount) |\n")
     }
 
     private func residentBytes() -> Int {
@@ -49,14 +49,14 @@ struct DiffcastBenchmarks: ParsableCommand {
     // MARK: - Full diff
 
     private func printFullDiffTable() {
-        print("## Full diff (`apply` of a whole new snapshot)\n")
-        print("Workload: 10% of ids deleted, 10% new ids inserted at random positions, 5% moved to random")
-        print("positions (some across sections), 5% with changed data. Hash floor: insert every old id into")
-        print("a Dictionary, look up every new id. Median of \(runs) runs.\n")
-        print(
+        emit("## Full diff (`apply` of a whole new snapshot)\n")
+        emit("Workload: 10% of ids deleted, 10% new ids inserted at random positions, 5% moved to random")
+        emit("positions (some across sections), 5% with changed data. Hash floor: insert every old id into")
+        emit("a Dictionary, look up every new id. Median of \(runs) runs.\n")
+        emit(
             "| items | sections | our diff (ms) | hash floor (ms) | ratio | moves listed | moves made | Swift difference+inferringMoves (ms) |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        emit("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in sizes {
             for sections in [1, 100] {
                 var rng = SplitMix64(seed: UInt64(size &* 31 &+ sections))
@@ -72,12 +72,12 @@ struct DiffcastBenchmarks: ParsableCommand {
                     let newIDs = workload.new.sections[0].items.map(\.id)
                     swift = String(format: "%.1f", median { _ = newIDs.difference(from: oldIDs).inferringMoves() })
                 }
-                print(
+                emit(
                     "| \(size) | \(sections) | \(format(ours)) | \(format(floor)) | \(String(format: "%.2f×", ours / floor)) | \(changeset.items.moved.count) | \(workload.movesMade) | \(swift) |"
                 )
             }
         }
-        print()
+        emit()
     }
 
     private func hashFloor(_ workload: Workload) -> Int {
@@ -99,11 +99,11 @@ struct DiffcastBenchmarks: ParsableCommand {
     // MARK: - Small writes
 
     private func printSmallWritesTable() {
-        print("## Small writes on a \(writesCollectionSize)-item collection (ops → changeset → encoded event)\n")
-        print("apply+diff: the writes and `Document.changeset(since:)`; encode: the event bytes; digest: SPEC's")
-        print("FNV-1a over every identifier, which any version needs whatever changed. Median of \(runs) runs.\n")
-        print("| sections | op | batch | apply+diff (ms) | encode (ms) | digest (ms) | listed |")
-        print("|---:|---|---:|---:|---:|---:|---:|")
+        emit("## Small writes on a \(writesCollectionSize)-item collection (ops → changeset → encoded event)\n")
+        emit("apply+diff: the writes and `Document.changeset(since:)`; encode: the event bytes; digest: SPEC's")
+        emit("FNV-1a over every identifier, which any version needs whatever changed. Median of \(runs) runs.\n")
+        emit("| sections | op | batch | apply+diff (ms) | encode (ms) | digest (ms) | listed |")
+        emit("|---:|---|---:|---:|---:|---:|---:|")
         for sections in [1, 100] {
             var rng = SplitMix64(seed: 7)
             let perSection = writesCollectionSize / sections
@@ -144,7 +144,7 @@ struct DiffcastBenchmarks: ParsableCommand {
                             changeset.items.updated.count + changeset.items.moved.count
                             + changeset.items.inserted.count + changeset.items.deleted.count
                     }
-                    print(
+                    emit(
                         "| \(sections) | \(op) | \(batch) | \(format(applyDiff.median)) | \(format(encode.median)) | \(format(digest.median)) | \(listed) |"
                     )
                 }
@@ -259,4 +259,9 @@ extension Array where Element == Double {
         guard !isEmpty else { return 0 }
         return sorted()[count / 2]
     }
+}
+
+/// Writes a line to standard output at once, so a long run shows its tables as they come.
+func emit(_ line: String = "") {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -62,20 +62,62 @@ public enum Differ {
         return !other.sections[index].structureRevision.provesEqual(to: section.structureRevision)
     }
 
+    /// The items a restructured section shares with its old version at its start and end, in
+    /// the same order: they stay put, so only the middle needs hashing. Data changes among them
+    /// are listed as the scan finds them.
+    private static func commonEnds(
+        old: Section, oldSectionIndex: Int, new: Section, newSectionIndex: Int, into changes: inout ItemChanges
+    ) -> (prefix: Int, suffix: Int) {
+        let oldItems = old.items
+        let newItems = new.items
+        let limit = min(oldItems.count, newItems.count)
+        var prefix = 0
+        while prefix < limit, oldItems[prefix].id == newItems[prefix].id {
+            if oldItems[prefix].data != newItems[prefix].data {
+                let item = newItems[prefix]
+                changes.updated.append(.init(at: ItemPath(newSectionIndex, prefix), id: item.id, data: item.data))
+            }
+            prefix += 1
+        }
+        var suffix = 0
+        while suffix < limit - prefix,
+            oldItems[oldItems.count - 1 - suffix].id == newItems[newItems.count - 1 - suffix].id
+        {
+            let newIndex = newItems.count - 1 - suffix
+            if oldItems[oldItems.count - 1 - suffix].data != newItems[newIndex].data {
+                let item = newItems[newIndex]
+                changes.updated.append(.init(at: ItemPath(newSectionIndex, newIndex), id: item.id, data: item.data))
+            }
+            suffix += 1
+        }
+        return (prefix, suffix)
+    }
+
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
+        var middles: [Identifier: (prefix: Int, suffix: Int)] = [:]
+        for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
+            guard let oldSectionIndex = old.sectionPositions[section.id] else { continue }
+            middles[section.id] = commonEnds(
+                old: old.sections[oldSectionIndex], oldSectionIndex: oldSectionIndex, new: section,
+                newSectionIndex: sectionIndex, into: &changes)
+        }
         var oldLocations: [Identifier: ItemPath] = [:]
         for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
-            oldLocations.reserveCapacity(oldLocations.count + section.items.count)
-            for (itemIndex, item) in section.items.enumerated() {
-                oldLocations[item.id] = ItemPath(sectionIndex, itemIndex)
+            let ends = middles[section.id] ?? (0, 0)
+            let middle = ends.prefix..<(section.items.count - ends.suffix)
+            oldLocations.reserveCapacity(oldLocations.count + middle.count)
+            for itemIndex in middle {
+                oldLocations[section.items[itemIndex].id] = ItemPath(sectionIndex, itemIndex)
             }
         }
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             let oldSectionIndex = old.sectionPositions[section.id]
+            let ends = middles[section.id] ?? (0, 0)
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
-            for (itemIndex, item) in section.items.enumerated() {
+            for itemIndex in ends.prefix..<(section.items.count - ends.suffix) {
+                let item = section.items[itemIndex]
                 let newPath = ItemPath(sectionIndex, itemIndex)
                 guard let oldPath = oldLocations.removeValue(forKey: item.id) else {
                     changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))

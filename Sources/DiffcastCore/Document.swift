@@ -9,6 +9,8 @@ public struct Document: Sendable {
     private var directory: [Identifier: ItemLocation] = [:]
     /// The structure revision for which the indices of a section's items in `directory` hold.
     private var indexedRevisions: [Identifier: Revision] = [:]
+    /// Lookups by scanning at a section's current structure revision.
+    private var staleLookups: [Identifier: (revision: Revision, count: Int)] = [:]
     private var lastRevision: UInt64 = 0
     private var marks = ChangeMarks()
     private var undo: UndoLog?
@@ -29,14 +31,29 @@ public struct Document: Sendable {
     public func containsItem(_ id: Identifier) -> Bool { directory[id] != nil }
 
     /// The position of an item in the current snapshot, or nil when there is no such item.
+    ///
+    /// O(1) while the item's section is indexed. After a structural change a few lookups scan
+    /// the section (comparing identifiers is far cheaper than re-hashing them all); a section
+    /// looked up repeatedly at the same structure is indexed again.
     public mutating func location(of id: Identifier) -> (section: Int, item: Int)? {
         guard let sectionID = directory[id]?.section,
             let sectionIndex = snapshot.sectionPositions[sectionID]
         else { return nil }
-        indexItems(ofSectionAt: sectionIndex)
+        if !isIndexed(sectionAt: sectionIndex) {
+            let revision = snapshot.sections[sectionIndex].structureRevision
+            var scans = staleLookups[sectionID] ?? (revision, 0)
+            scans = scans.revision == revision ? (revision, scans.count + 1) : (revision, 1)
+            staleLookups[sectionID] = scans
+            guard scans.count > Self.scansBeforeReindexing else {
+                return snapshot.sections[sectionIndex].items.firstIndex { $0.id == id }.map { (sectionIndex, $0) }
+            }
+            indexItems(ofSectionAt: sectionIndex)
+        }
         guard let itemIndex = directory[id]?.index else { return nil }
         return (sectionIndex, itemIndex)
     }
+
+    private static let scansBeforeReindexing = 8
 
     /// Hands over what the writes since the last call asked to be listed, and starts afresh.
     public mutating func takeMarks() -> ChangeMarks {
@@ -213,6 +230,7 @@ public struct Document: Sendable {
             }
             marks.reloadedSections.remove(section.id)
             indexedRevisions[section.id] = nil
+            staleLookups[section.id] = nil
         }
         snapshot.removeSections(at: Array(indices))
     }
@@ -338,6 +356,7 @@ public struct Document: Sendable {
             directory[item.id]?.index = itemIndex
         }
         indexedRevisions[section.id] = section.structureRevision
+        staleLookups[section.id] = nil
     }
 }
 
