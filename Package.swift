@@ -46,7 +46,10 @@ let package = Package(
         ),
         .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore"]),
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire"]),
-        .testTarget(name: "DiffcastServerTests", dependencies: ["DiffcastServer", "DiffcastWire"]),
+        .testTarget(
+            name: "DiffcastServerTests",
+            dependencies: ["DiffcastServer", "DiffcastWire", .product(name: "Logging", package: "swift-log")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,6 +11,8 @@ public final class ApplyEngine {
     private let historyLimits: HistoryLimits
     private let makeEpoch: () -> String
     private var outcomes: [Outcome] = []
+    /// What the state directory must record before the outcomes of this batch are delivered.
+    private var logRecords: [LogRecord] = []
 
     /// Writes to one collection waiting to be published together.
     private struct OpenBatch {
@@ -77,6 +79,7 @@ public final class ApplyEngine {
                 return fail(request, address, .unknownCollection(name))
             }
             collections[name] = nil
+            logRecords.append(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
             outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
         case .list:
@@ -97,6 +100,18 @@ public final class ApplyEngine {
         }
     }
 
+    /// Marks a collection as existing, logging its creation the first time.
+    private func materialize(_ state: CollectionState) {
+        guard !state.exists else { return }
+        state.exists = true
+        logRecords.append(.create(collection: state.name, epoch: state.epoch))
+    }
+
+    /// Everything to log since the last call, in order.
+    public func takeLogRecords() -> [LogRecord] {
+        logRecords.swapAndClear()
+    }
+
     private func existing(_ name: String) -> CollectionState? {
         guard let state = collections[name], state.exists else { return nil }
         return state
@@ -114,6 +129,54 @@ public final class ApplyEngine {
             .response(address, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error))))
     }
 
+    // MARK: - Recovery
+
+    /// A collection as a checkpoint kept it.
+    public func restore(collection name: String, epoch: String, version: UInt64, sections: [SectionOutline]) throws {
+        let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+        state.document = try Document(restoring: sections)
+        state.version = version
+        state.exists = true
+        state.remember(state.document.snapshot, as: version)
+        collections[name] = state
+    }
+
+    /// Redoes one logged record, as it was done before the restart.
+    public func replay(_ record: LogRecord) throws {
+        switch record {
+        case .create(let name, let epoch):
+            let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+            state.exists = true
+            state.remember(state.document.snapshot, as: 0)
+            collections[name] = state
+        case .drop(let name):
+            collections[name] = nil
+        case .batch(let name, let version, let writes):
+            guard let state = collections[name] else {
+                throw RecoveryError.inconsistent("a batch for '\(name)', which does not exist")
+            }
+            let parser = RequestParser()
+            for line in writes {
+                guard case .write(_, let operation) = try parser.parse(line: line).command else {
+                    throw RecoveryError.inconsistent("a logged line of '\(name)' is not a write")
+                }
+                try state.document.apply(operation)
+            }
+            _ = state.document.takeMarks()
+            state.version = version
+            state.remember(state.document.snapshot, as: version)
+        }
+    }
+
+    /// Every existing collection's state, for a checkpoint.
+    public func checkpointEntries() -> [(name: String, epoch: String, version: UInt64, snapshot: Snapshot)] {
+        collections.values.filter(\.exists).sorted { $0.name < $1.name }.map {
+            ($0.name, $0.epoch, $0.version, $0.document.snapshot)
+        }
+    }
+
+    public var collectionCount: Int { collections.values.count { $0.exists } }
+
     // MARK: - Writes
 
     private func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
@@ -129,7 +192,7 @@ public final class ApplyEngine {
             return fail(request, address, error)
         }
         statistics.writesApplied += 1
-        state.exists = true
+        materialize(state)
         batch.acknowledgements.append((address, request))
         openBatches[name] = batch
     }
@@ -156,6 +219,8 @@ public final class ApplyEngine {
                 collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
                 digest: Digest(of: state.document.snapshot))
             state.remember(state.document.snapshot, as: state.version)
+            logRecords.append(
+                .batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.1.line)))
             outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
         }
         let version = state.version
@@ -174,7 +239,7 @@ public final class ApplyEngine {
         _ name: String, since: UInt64?, epoch: String?, _ request: Request, _ address: ResponseAddress
     ) {
         let state = state(for: name)
-        state.exists = true
+        materialize(state)
         let event = catchUpEvent(state, since: epoch == nil || epoch == state.epoch ? since : nil)
         let response = WireEncoder.success(id: request.id, op: request.op) { output in
             output.appendRaw(",\"collection\":")
@@ -210,5 +275,16 @@ public final class ApplyEngine {
         }
         return WireEncoder.snapshotEvent(
             collection: state.name, epoch: state.epoch, version: state.version, snapshot: current)
+    }
+}
+
+/// The log does not fit the state it is replayed onto.
+public enum RecoveryError: Error, CustomStringConvertible {
+    case inconsistent(String)
+
+    public var description: String {
+        switch self {
+        case .inconsistent(let what): "write-ahead log does not fit the checkpoint: \(what)"
+        }
     }
 }

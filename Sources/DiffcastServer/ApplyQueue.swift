@@ -3,9 +3,11 @@ import Synchronization
 
 /// The one serial queue where every write is applied. Jobs that arrive while a batch is being
 /// applied become the next batch, so bursts coalesce by themselves under load while a lone
-/// write is applied at once. Outcomes go back through `deliver`, called on the worker thread.
+/// write is applied at once. With a state store, a batch's log records are made durable before
+/// its outcomes go back through `deliver` (called on the worker thread): group commit.
 public final class ApplyQueue: Sendable {
     private let engine: EngineBox
+    private let onPersistenceFailure: @Sendable (Error) -> Void
     private let inbox = Mutex<Inbox>(Inbox())
     private let worker = DispatchQueue(label: "diffcast.apply")
     private let deliver: @Sendable ([Outcome]) -> Void
@@ -16,19 +18,51 @@ public final class ApplyQueue: Sendable {
         var drainScheduled = false
     }
 
-    /// The engine is touched only on `worker`, which is what makes this box safe to share.
+    /// The engine and the store are touched only on `worker`, which makes this box safe to share.
     private final class EngineBox: @unchecked Sendable {
         let engine: ApplyEngine
-        init(_ engine: ApplyEngine) { self.engine = engine }
+        let store: StateStore?
+        /// Syncs the log of the `interval` policy; lives as long as the queue.
+        var syncTimer: (any DispatchSourceTimer)?
+        init(_ engine: ApplyEngine, _ store: StateStore?) {
+            self.engine = engine
+            self.store = store
+        }
     }
 
     public init(
-        engine: ApplyEngine, coalesceWindowMilliseconds: Int = 0,
+        engine: ApplyEngine, store: StateStore? = nil, coalesceWindowMilliseconds: Int = 0,
+        onPersistenceFailure: @escaping @Sendable (Error) -> Void = { _ in },
         deliver: @escaping @Sendable ([Outcome]) -> Void
     ) {
-        self.engine = EngineBox(engine)
+        let box = EngineBox(engine, store)
+        self.engine = box
         self.deliver = deliver
+        self.onPersistenceFailure = onPersistenceFailure
         self.coalesceWindow = coalesceWindowMilliseconds > 0 ? .milliseconds(coalesceWindowMilliseconds) : nil
+        if let store, store.options.sync == .interval {
+            let timer = DispatchSource.makeTimerSource(queue: worker)
+            let interval = DispatchTimeInterval.milliseconds(store.options.syncIntervalMilliseconds)
+            timer.schedule(deadline: .now() + interval, repeating: interval)
+            timer.setEventHandler {
+                do { try box.store?.syncIfDue() } catch { onPersistenceFailure(error) }
+            }
+            timer.resume()
+            box.syncTimer = timer
+        }
+    }
+
+    /// Waits for the jobs in flight, then folds the log into a checkpoint so the next start is
+    /// quick. Call once, when the daemon stops.
+    public func finish() {
+        engine.syncTimer?.cancel()
+        worker.sync {
+            do {
+                if let store = engine.store { try store.checkpoint(engine.engine) }
+            } catch {
+                onPersistenceFailure(error)
+            }
+        }
     }
 
     /// Queues jobs in order; safe from any thread.
@@ -58,7 +92,20 @@ public final class ApplyQueue: Sendable {
             return inbox.jobs.swapAndClear()
         }
         guard !jobs.isEmpty else { return }
-        deliver(engine.engine.process(jobs))
+        let outcomes = engine.engine.process(jobs)
+        if let store = engine.store {
+            do {
+                try store.append(engine.engine.takeLogRecords())
+                if store.wantsCheckpoint { try store.checkpoint(engine.engine) }
+            } catch {
+                // Nothing of this batch may be acknowledged when it could not be made durable.
+                onPersistenceFailure(error)
+                return
+            }
+        } else {
+            _ = engine.engine.takeLogRecords()
+        }
+        deliver(outcomes)
     }
 }
 

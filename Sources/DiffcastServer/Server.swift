@@ -1,6 +1,7 @@
 import CLibUV
 import DiffcastCore
 import DiffcastWire
+import Glibc
 import Logging
 
 /// The daemon on its loop thread: accepts clients, parses their lines, hands requests to the
@@ -46,7 +47,7 @@ public final class Server {
     }
 
     /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
-    public func run(engine: ApplyEngine, onReady: () -> Void = {}) throws {
+    public func run(engine: ApplyEngine, store: StateStore? = nil, onReady: () -> Void = {}) throws {
         dc_ignore_sigpipe()
         dc_unblock_signals()
         try check(uv_loop_init(loop), "uv_loop_init")
@@ -56,8 +57,14 @@ public final class Server {
         try check(uv_async_init(loop, asyncHandle) { handle in Server.from(handle)?.drainMailbox() }, "uv_async_init")
         let mailbox = OutcomeMailbox(handle: asyncHandle)
         self.mailbox = mailbox
+        let logger = self.logger
         applyQueue = ApplyQueue(
-            engine: engine, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
+            engine: engine, store: store, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
+            onPersistenceFailure: { error in
+                // Fail-stop: a write that cannot be made durable must never be acknowledged.
+                logger.critical("cannot persist state, stopping: \(error)")
+                exit(70)
+            },
             deliver: { mailbox.post($0) })
         for signal in [SIGINT, SIGTERM] {
             let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
@@ -95,6 +102,7 @@ public final class Server {
         listeners = []
         applyQueue?.waitUntilIdle()
         drainMailbox()
+        applyQueue?.finish()
         for connection in connections.values {
             uv_read_stop(dc_stream(connection.handle))
             connection.peerFinished = true

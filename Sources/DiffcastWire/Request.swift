@@ -27,11 +27,14 @@ public struct Request: Sendable, Equatable {
     public var id: JSONText?
     public var op: String
     public var command: Command
+    /// The line the request came from, kept so a write can be logged and replayed as it was.
+    public var line: [UInt8]
 
-    public init(id: JSONText?, op: String, command: Command) {
+    public init(id: JSONText?, op: String, command: Command, line: [UInt8] = []) {
         self.id = id
         self.op = op
         self.command = command
+        self.line = line
     }
 }
 

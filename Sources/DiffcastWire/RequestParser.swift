@@ -13,7 +13,11 @@ public struct RequestParser: Sendable {
         var bytes = Array(line)
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         let object = try requestObject(bytes)
-        return try RequestDecoder(object: object, limits: limits).decode()
+        var request = try RequestDecoder(object: object, limits: limits).decode()
+        if case .write = request.command {
+            request.line = bytes
+        }
+        return request
     }
 
     private func requestObject(_ bytes: [UInt8]) throws(RequestError) -> [JSONValue.Member] {

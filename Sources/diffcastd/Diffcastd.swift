@@ -37,6 +37,18 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Versions of history kept per collection for catch-up changesets.")
     var historyVersions: Int = 64
 
+    @Option(help: "Directory for the write-ahead log and checkpoints (default: state in memory only).")
+    var stateDir: String?
+
+    @Option(help: "always (fsync before every acknowledgement), interval or never.")
+    var sync: String = "always"
+
+    @Option(help: "With --sync interval: longest time acknowledged writes wait for an fsync.")
+    var syncIntervalMs: Int = 100
+
+    @Option(help: "Log size in bytes past which the log is folded into a checkpoint.")
+    var checkpointLogBytes: Int = 64 * 1024 * 1024
+
     mutating func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level: unknown level '\(logLevel)'")
@@ -49,6 +61,11 @@ struct Diffcastd: ParsableCommand {
         guard maxUnsentBytes >= 1024 else { throw ValidationError("--max-unsent-bytes: at least 1024") }
         guard coalesceWindowMs >= 0 else { throw ValidationError("--coalesce-window-ms: not negative") }
         guard historyVersions >= 1 else { throw ValidationError("--history-versions: at least 1") }
+        guard SyncPolicy(rawValue: sync) != nil else {
+            throw ValidationError("--sync: expected always, interval or never, got '\(sync)'")
+        }
+        guard syncIntervalMs >= 1 else { throw ValidationError("--sync-interval-ms: at least 1") }
+        guard checkpointLogBytes >= 4096 else { throw ValidationError("--checkpoint-log-bytes: at least 4096") }
     }
 
     func run() throws {
@@ -68,8 +85,22 @@ struct Diffcastd: ParsableCommand {
         settings.history.versions = historyVersions
         let server = Server(configuration: settings, logger: logger)
         do {
-            try server.run(engine: ApplyEngine()) {
-                logger.info("ready", metadata: ["socket": "\(settings.socketPath ?? "-")", "state": "in memory"])
+            let engine = ApplyEngine(historyLimits: settings.history)
+            var store: StateStore?
+            if let stateDir {
+                var options = StateStore.Options()
+                options.sync = SyncPolicy(rawValue: sync) ?? .always
+                options.syncIntervalMilliseconds = syncIntervalMs
+                options.checkpointLogBytes = checkpointLogBytes
+                let opened = try StateStore(directory: stateDir, options: options, logger: logger)
+                try opened.recover(into: engine)
+                store = opened
+            }
+            let stateDescription =
+                stateDir.map { "\($0) (sync \(sync))" } ?? "in memory only: a restart loses everything"
+            try server.run(engine: engine, store: store) {
+                logger.info(
+                    "ready", metadata: ["socket": "\(settings.socketPath ?? "-")", "state": "\(stateDescription)"])
             }
         } catch {
             logger.critical("cannot start: \(error)")

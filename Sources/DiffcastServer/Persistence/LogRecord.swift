@@ -1,0 +1,62 @@
+import DiffcastWire
+
+/// One entry of the write-ahead log: enough to redo, in order, everything that was acknowledged.
+public enum LogRecord: Sendable, Equatable {
+    /// A collection came into existence with this epoch.
+    case create(collection: String, epoch: String)
+    /// Writes applied together, leaving the collection at `version`; each is its request line.
+    case batch(collection: String, version: UInt64, writes: [[UInt8]])
+    case drop(collection: String)
+
+    /// The record as compact JSON.
+    var payload: [UInt8] {
+        var output = JSONOutput()
+        switch self {
+        case .create(let name, let epoch):
+            output.appendRaw("{\"t\":\"create\",\"c\":")
+            output.append(string: name)
+            output.appendRaw(",\"e\":")
+            output.append(string: epoch)
+        case .batch(let name, let version, let writes):
+            output.appendRaw("{\"t\":\"batch\",\"c\":")
+            output.append(string: name)
+            output.appendRaw(",\"v\":")
+            output.append(version)
+            output.appendRaw(",\"w\":[")
+            for (index, line) in writes.enumerated() {
+                if index > 0 { output.appendByte(UInt8(ascii: ",")) }
+                output.append(string: String(decoding: line, as: UTF8.self))
+            }
+            output.appendByte(UInt8(ascii: "]"))
+        case .drop(let name):
+            output.appendRaw("{\"t\":\"drop\",\"c\":")
+            output.append(string: name)
+        }
+        output.appendByte(UInt8(ascii: "}"))
+        return output.bytes
+    }
+
+    init?(payload: [UInt8]) {
+        guard let value = try? JSONParser.parse(payload, maximumDepth: 1024),
+            case .string(let kind) = value["t"], case .string(let name) = value["c"]
+        else { return nil }
+        switch kind {
+        case "create":
+            guard case .string(let epoch) = value["e"] else { return nil }
+            self = .create(collection: name, epoch: epoch)
+        case "batch":
+            guard case .number(let text) = value["v"], let version = UInt64(text), case .array(let lines) = value["w"]
+            else { return nil }
+            var writes: [[UInt8]] = []
+            for line in lines {
+                guard case .string(let text) = line else { return nil }
+                writes.append(Array(text.utf8))
+            }
+            self = .batch(collection: name, version: version, writes: writes)
+        case "drop":
+            self = .drop(collection: name)
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import DiffcastCore
+import DiffcastWire
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import DiffcastServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Acknowledged writes survive `kill -9`: the real daemon, several writers, random kill moments.
+@Suite(.serialized) struct DurabilityTests {
+    /// What writers sent and what the daemon acknowledged, per writer, in order.
+    final class Ledger: Sendable {
+        let sent = Mutex<[[String]]>([])
+        let acknowledged = Mutex<[[String]]>([])
+        let lastVersion = Mutex<Int>(0)
+
+        init(writers: Int) {
+            sent.withLock { $0 = Array(repeating: [], count: writers) }
+            acknowledged.withLock { $0 = Array(repeating: [], count: writers) }
+        }
+    }
+
+    static func cycles() -> Int {
+        Int(ProcessInfo.processInfo.environment["DIFFCAST_CRASH_CYCLES"] ?? "") ?? 20
+    }
+
+    @Test func acknowledgedWritesSurviveKillNine() throws {
+        let stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dc-crash-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: stateDirectory) }
+        let socketPath = stateDirectory.path + ".sock"
+        let writers = 3
+        let ledger = Ledger(writers: writers)
+        var epoch: String?
+        var daemon = try Daemon(arguments: ["--state-dir", stateDirectory.path], socketPath: socketPath)
+        let setup = try Client(path: socketPath)
+        #expect(try setup.request(#"append_sections crash {"sections":[{"id":"w0"},{"id":"w1"},{"id":"w2"}]}"#).isOK)
+        var rng = SystemRandomNumberGenerator()
+        for cycle in 0..<Self.cycles() {
+            let group = DispatchGroup()
+            for writer in 0..<writers {
+                DispatchQueue.global().async(group: group) {
+                    Self.write(writer: writer, cycle: cycle, socketPath: socketPath, ledger: ledger)
+                }
+            }
+            usleep(UInt32.random(in: 20_000...120_000, using: &rng))
+            _ = daemon.stop(signal: SIGKILL)
+            group.wait()
+            daemon = try Daemon(arguments: ["--state-dir", stateDirectory.path], socketPath: socketPath)
+            let state = try Client(path: socketPath).request("get crash")
+            #expect(state.isOK, "cycle \(cycle): \(state.canonicalText.prefix(200))")
+            if epoch == nil { epoch = state["epoch"]?.string }
+            #expect(state["epoch"]?.string == epoch, "cycle \(cycle): the epoch changed")
+            #expect(
+                (state["version"]?.int ?? -1) >= ledger.lastVersion.withLock { $0 }, "cycle \(cycle): version went back"
+            )
+            let sections = try CollectionMirror.outline(state["sections"])
+            let sent = ledger.sent.withLock { $0 }
+            let acknowledged = ledger.acknowledged.withLock { $0 }
+            for writer in 0..<writers {
+                let present = sections.first { $0.id == "w\(writer)" }?.items.map(\.id) ?? []
+                // Every acknowledged write is there; anything else is a sent write, in sending order.
+                #expect(present.count >= acknowledged[writer].count, "cycle \(cycle) writer \(writer)")
+                #expect(
+                    Array(present.prefix(acknowledged[writer].count)) == acknowledged[writer],
+                    "cycle \(cycle) writer \(writer)")
+                #expect(Array(sent[writer].prefix(present.count)) == present, "cycle \(cycle) writer \(writer)")
+            }
+            // Writes the daemon kept without acknowledging count as sent-and-kept from now on.
+            ledger.acknowledged.withLock { acknowledged in
+                for writer in 0..<writers {
+                    acknowledged[writer] = sections.first { $0.id == "w\(writer)" }?.items.map(\.id) ?? []
+                }
+            }
+            ledger.sent.withLock { sent in
+                for writer in 0..<writers {
+                    sent[writer] = Array(sent[writer].prefix(ledger.acknowledged.withLock { $0[writer].count }))
+                }
+            }
+            ledger.lastVersion.withLock { $0 = state["version"]?.int ?? 0 }
+        }
+        #expect(ledger.acknowledged.withLock { $0.map(\.count).reduce(0, +) } > Self.cycles())
+        _ = daemon.stop()
+    }
+
+    private static func write(writer: Int, cycle: Int, socketPath: String, ledger: Ledger) {
+        guard let client = try? Client(path: socketPath) else { return }
+        for index in 0..<100_000 {
+            let id = "c\(cycle).w\(writer).\(index)"
+            ledger.sent.withLock { $0[writer].append(id) }
+            guard
+                (try? client.send(
+                    #"append_items crash {"section":"w\#(writer)","items":[{"id":"\#(id)","data":\#(index)}]}"#))
+                    != nil,
+                let response = try? client.response(), response.isOK
+            else { return }
+            ledger.acknowledged.withLock { $0[writer].append(id) }
+            ledger.lastVersion.withLock { $0 = max($0, response["version"]?.int ?? 0) }
+        }
+    }
+
+    @Test func aSubscriberResumesAfterARestartWithOneChangeset() throws {
+        let stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dc-resume-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: stateDirectory) }
+        let socketPath = stateDirectory.path + ".sock"
+        var daemon = try Daemon(arguments: ["--state-dir", stateDirectory.path], socketPath: socketPath)
+        var client = try Client(path: socketPath)
+        let subscribed = try client.request("subscribe r")
+        var mirror = CollectionMirror()
+        try mirror.feed(try client.event())
+        _ = try client.request("unsubscribe r")
+        for index in 0..<3 { _ = try client.request(#"append_sections r {"sections":[{"id":"s\#(index)"}]}"#) }
+        _ = daemon.stop(signal: SIGKILL)
+        daemon = try Daemon(arguments: ["--state-dir", stateDirectory.path], socketPath: socketPath)
+        client = try Client(path: socketPath)
+        let again = try client.request(#"subscribe r {"since":0,"epoch":"\#(subscribed["epoch"]?.string ?? "")"}"#)
+        #expect(again["version"]?.int == 3)
+        let event = try client.event()
+        #expect(event["event"] == .string("changeset"))
+        try mirror.feed(event)
+        #expect(mirror.sections.map(\.id) == ["s0", "s1", "s2"])
+        _ = daemon.stop()
+    }
+}
+
+/// The write-ahead log's framing: a torn tail is cut off, a corrupt middle stops recovery.
+@Suite struct WriteAheadLogTests {
+    private func directory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("dc-wal-\(UUID().uuidString.prefix(8))").path
+    }
+
+    private func writeSomeBatches(to path: String) throws {
+        let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+        let engine = ApplyEngine()
+        try store.recover(into: engine)
+        let parser = RequestParser()
+        for index in 0..<3 {
+            let request = try parser.parse(line: Array(#"append_sections c {"sections":[{"id":"s\#(index)"}]}"#.utf8))
+            _ = engine.process([.request(request, ResponseAddress(connection: 1, slot: UInt64(index)))])
+            try store.append(engine.takeLogRecords())
+        }
+    }
+
+    private func sectionIDs(recoveredFrom path: String) throws -> [String] {
+        let engine = ApplyEngine()
+        try StateStore(directory: path, options: .init(), logger: Logger(label: "test")).recover(into: engine)
+        return engine.checkpointEntries().first?.snapshot.sections.map(\.id) ?? []
+    }
+
+    @Test func aTornTailIsCutOff() throws {
+        let path = directory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try writeSomeBatches(to: path)
+        let log = path + "/wal-1.log"
+        let whole = try Data(contentsOf: URL(fileURLWithPath: log))
+        try whole.dropLast(5).write(to: URL(fileURLWithPath: log))
+        #expect(try sectionIDs(recoveredFrom: path) == ["s0", "s1"])
+        // The cut is permanent: appending after it and recovering again works.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: log)).count < whole.count - 5)
+    }
+
+    @Test func aCorruptRecordInTheMiddleStopsRecoveryAndNamesTheOffset() throws {
+        let path = directory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try writeSomeBatches(to: path)
+        let log = path + "/wal-1.log"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
+        let firstLength = Int(bytes[0]) | Int(bytes[1]) << 8
+        bytes[8 + firstLength + 8 + 2] ^= 0xff
+        try bytes.write(to: URL(fileURLWithPath: log))
+        do {
+            _ = try sectionIDs(recoveredFrom: path)
+            Issue.record("recovery should have failed")
+        } catch let error as PersistenceError {
+            #expect("\(error)".contains("wal-1.log at offset \(8 + firstLength)"))
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == bytes, "the files are left untouched")
+    }
+
+    @Test func aCheckpointReplacesTheLog() throws {
+        let path = directory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try writeSomeBatches(to: path)
+        let engine = ApplyEngine()
+        let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+        try store.recover(into: engine)
+        try store.checkpoint(engine)
+        #expect(!FileManager.default.fileExists(atPath: path + "/wal-1.log"))
+        #expect(try sectionIDs(recoveredFrom: path) == ["s0", "s1", "s2"])
+    }
+}
