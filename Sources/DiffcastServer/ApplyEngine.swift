@@ -181,20 +181,24 @@ public final class ApplyEngine {
 
     private func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
         let state = state(for: name)
-        var batch = openBatches[name] ?? OpenBatch(base: state.document.snapshot)
+        let opensBatch = openBatches[name] == nil
+        if opensBatch {
+            openBatches[name] = OpenBatch(base: state.document.snapshot)
+        }
         do {
             try state.document.apply(operation)
         } catch {
             statistics.writesRejected += 1
-            if !state.exists && openBatches[name] == nil {
-                collections[name] = nil
+            if opensBatch {
+                openBatches[name] = nil
+                if !state.exists { collections[name] = nil }
             }
             return fail(request, address, error)
         }
         statistics.writesApplied += 1
         materialize(state)
-        batch.acknowledgements.append((address, request))
-        openBatches[name] = batch
+        // Appended in place: copying the batch out and back would make a burst quadratic.
+        openBatches[name]?.acknowledgements.append((address, request))
     }
 
     private func publishAllOpenBatches() {

@@ -1,0 +1,348 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon end to end, against Redis pub/sub on the same machine in the same run.
+struct PipelineBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline", abstract: "Publisher → daemon → subscribers, against Redis pub/sub.")
+
+    @Option(help: "Pipelined writes of the fan-out table.")
+    var writes = 200_000
+
+    @Option(help: "Subscribers of the fan-out table.")
+    var subscribers = 10
+
+    @Option(help: "Subscribers of the latency table.")
+    var manySubscribers = 1000
+
+    @Option(help: "Writes of the latency table (one at a time).")
+    var latencyWrites = 200
+
+    func run() throws {
+        raiseFileLimit()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-bench-\(getpid())").path
+        mkdir(directory, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        emit("## Fan-out: one publisher pipelining \(writes) small writes, \(subscribers) subscribers\n")
+        emit(
+            "| server | writes/s | versions published | time until every subscriber holds the last (s) | peak RSS (MB) |"
+        )
+        emit("|---|---:|---:|---:|---:|")
+        let ours = try fanOutDiffcast(directory + "/d.sock")
+        emit(ours.row("diffcastd"))
+        let redis = try fanOutRedis(directory + "/r.sock")
+        emit(redis.row("redis pub/sub (each write a PUBLISH)"))
+        emit(
+            String(
+                format: "\nRatio diffcastd / redis: writes/s %.2f×, time until all delivered %.2f×\n",
+                ours.writesPerSecond / redis.writesPerSecond, ours.allDelivered / redis.allDelivered))
+        emit("## Latency: \(manySubscribers) subscribers, ~1 KB changesets, \(latencyWrites) writes one at a time\n")
+        emit("| server | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
+        emit("|---|---:|---:|---:|---:|")
+        emit(try latencyDiffcast(directory + "/d2.sock").row("diffcastd"))
+        emit(try latencyRedis(directory + "/r2.sock").row("redis pub/sub"))
+        emit()
+    }
+
+    struct FanOut {
+        var writesPerSecond: Double
+        var versions: Int
+        var allDelivered: Double
+        var peakResident: Int
+
+        func row(_ name: String) -> String {
+            String(
+                format: "| %@ | %.0f | %d | %.2f | %.0f |", name, writesPerSecond, versions, allDelivered,
+                Double(peakResident) / 1e6)
+        }
+    }
+
+    struct Latency {
+        var deliveriesPerSecond: Double
+        var latencies: [Double]
+        var peakResident: Int
+
+        func row(_ name: String) -> String {
+            String(
+                format: "| %@ | %.0f | %.2f | %.2f | %.0f |", name, deliveriesPerSecond,
+                percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, Double(peakResident) / 1e6)
+        }
+    }
+
+    /// Samples a process's resident memory until stopped; returns the peak.
+    final class MemorySampler: Sendable {
+        private let peak = Mutex(0)
+        private let running = Mutex(true)
+
+        init(_ server: ServerProcess) {
+            Thread { [self] in
+                while running.withLock({ $0 }) {
+                    let resident = server.residentBytes
+                    peak.withLock { $0 = max($0, resident) }
+                    usleep(10_000)
+                }
+            }.start()
+        }
+
+        func stop() -> Int {
+            running.withLock { $0 = false }
+            usleep(20_000)
+            return peak.withLock { $0 }
+        }
+    }
+
+    private func fanOutDiffcast(_ path: String) throws -> FanOut {
+        let server = try ServerProcess.diffcastd(socketPath: path)
+        defer { server.stop() }
+        let setup = try UnixSocket(path: path)
+        let items = (0..<1000).map { "\"i\($0)\"" }.joined(separator: ",")
+        try setup.send(Array("apply bench {\"sections\":[{\"id\":\"s\",\"items\":[\(items)]}]}\n".utf8))
+        _ = setup.readLine()
+        let target = Atomic<Int>(Int.max)
+        let group = DispatchGroup()
+        let finished = Mutex<[Double]>([])
+        let start = Mutex<ContinuousClock.Instant>(.now)
+        for _ in 0..<subscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("subscribe bench\n".utf8))
+            DispatchQueue.global().async(group: group) {
+                var latest = 0
+                while let line = socket.readLine() {
+                    if line.starts(with: Array("{\"event\"".utf8)), let version = integerField("version", in: line) {
+                        latest = version
+                    }
+                    if latest >= target.load(ordering: .acquiring) {
+                        let began = start.withLock { $0 }
+                        finished.withLock { $0.append(seconds(since: began)) }
+                        return
+                    }
+                }
+            }
+        }
+        usleep(200_000)
+        let sampler = MemorySampler(server)
+        let publisher = try UnixSocket(path: path)
+        var payload: [UInt8] = []
+        for index in 0..<writes {
+            payload.append(
+                contentsOf:
+                    "{\"op\":\"update_items\",\"collection\":\"bench\",\"items\":[{\"id\":\"i\(index % 1000)\",\"data\":{\"n\":\(index)}}]}\n"
+                    .utf8)
+        }
+        let allWrites = payload
+        let began = ContinuousClock.now
+        start.withLock { $0 = began }
+        let sender = Thread { try? publisher.send(allWrites) }
+        sender.start()
+        var lastVersion = 0
+        for _ in 0..<writes {
+            guard let line = publisher.readLine() else { throw BenchmarkError("publisher connection closed") }
+            lastVersion = integerField("version", in: line) ?? lastVersion
+        }
+        let acknowledged = seconds(since: began)
+        target.store(lastVersion, ordering: .releasing)
+        // Subscribers blocked in a read wake with the next event: nudge them with one more write.
+        try setup.send(Array("update_items bench {\"items\":[{\"id\":\"i0\",\"data\":\"end\"}]}\n".utf8))
+        group.wait()
+        return FanOut(
+            writesPerSecond: Double(writes) / acknowledged, versions: lastVersion - 1,
+            allDelivered: finished.withLock { $0.max() ?? 0 }, peakResident: sampler.stop())
+    }
+
+    private func redisPublish(_ channel: String, _ message: String) -> [UInt8] {
+        Array(
+            "*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(message.utf8.count)\r\n\(message)\r\n"
+                .utf8)
+    }
+
+    private func redisMessageBytes(_ channel: String, _ message: String) -> Int {
+        "*3\r\n$7\r\nmessage\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(message.utf8.count)\r\n\(message)\r\n".utf8
+            .count
+    }
+
+    private let redisSubscribeReplyBytes = "*3\r\n$9\r\nsubscribe\r\n$5\r\nbench\r\n:1\r\n".utf8.count
+
+    private func fanOutRedis(_ path: String) throws -> FanOut {
+        let server = try ServerProcess.redis(socketPath: path)
+        defer { server.stop() }
+        // The same bytes of content per write as the diffcast update: a padded counter.
+        let message = { (index: Int) in "{\"id\":\"i\(index % 1000)\",\"n\":" + String(format: "%08d", index) + "}" }
+        let messageBytes = redisMessageBytes("bench", message(0))
+        let group = DispatchGroup()
+        let finished = Mutex<[Double]>([])
+        let start = Mutex<ContinuousClock.Instant>(.now)
+        let expected = redisSubscribeReplyBytes + writes * messageBytes
+        for _ in 0..<subscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("SUBSCRIBE bench\r\n".utf8))
+            DispatchQueue.global().async(group: group) {
+                var received = 0
+                var chunk = [UInt8](repeating: 0, count: 1 << 16)
+                while received < expected {
+                    let count = recv(socket.descriptor, &chunk, chunk.count, 0)
+                    guard count > 0 else { return }
+                    received += count
+                }
+                let began = start.withLock { $0 }
+                finished.withLock { $0.append(seconds(since: began)) }
+            }
+        }
+        usleep(200_000)
+        let sampler = MemorySampler(server)
+        let publisher = try UnixSocket(path: path)
+        var payload: [UInt8] = []
+        for index in 0..<writes { payload.append(contentsOf: redisPublish("bench", message(index))) }
+        let allWrites = payload
+        let began = ContinuousClock.now
+        start.withLock { $0 = began }
+        let sender = Thread { try? publisher.send(allWrites) }
+        sender.start()
+        for _ in 0..<writes {
+            guard publisher.readLine() != nil else { throw BenchmarkError("redis publisher closed") }
+        }
+        let acknowledged = seconds(since: began)
+        group.wait()
+        return FanOut(
+            writesPerSecond: Double(writes) / acknowledged, versions: writes,
+            allDelivered: finished.withLock { $0.max() ?? 0 }, peakResident: sampler.stop())
+    }
+
+    /// Reads every subscriber socket on one thread with poll(2), calling `onBytes` per read.
+    private func pollAll(_ sockets: [UnixSocket], until done: () -> Bool, _ onBytes: (Int, ArraySlice<UInt8>) -> Void) {
+        var descriptors = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while !done() {
+            guard poll(&descriptors, nfds_t(descriptors.count), 1000) > 0 else { continue }
+            for index in descriptors.indices where descriptors[index].revents != 0 {
+                let count = recv(descriptors[index].fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+                if count > 0 { onBytes(index, chunk[..<count]) }
+            }
+        }
+    }
+
+    private func latencyDiffcast(_ path: String) throws -> Latency {
+        let server = try ServerProcess.diffcastd(socketPath: path)
+        defer { server.stop() }
+        let publisher = try UnixSocket(path: path)
+        try publisher.send(Array("apply lat {\"sections\":[{\"id\":\"s\",\"items\":[\"a\"]}]}\n".utf8))
+        _ = publisher.readLine()
+        var sockets: [UnixSocket] = []
+        for _ in 0..<manySubscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("subscribe lat\n".utf8))
+            sockets.append(socket)
+        }
+        // Wait for every subscription (response and snapshot) before measuring.
+        for socket in sockets {
+            _ = socket.readLine()
+            _ = socket.readLine()
+        }
+        let sent = Mutex<[ContinuousClock.Instant]>([])
+        let latencies = Mutex<[Double]>([])
+        let deliveries = Atomic<Int>(0)
+        let expected = manySubscribers * latencyWrites
+        let sampler = MemorySampler(server)
+        let began = ContinuousClock.now
+        let writes = latencyWrites
+        let writer = Thread {
+            let blob = String(repeating: "x", count: 900)
+            for index in 0..<writes {
+                sent.withLock { $0.append(ContinuousClock.now) }
+                try? publisher.send(
+                    Array("update_items lat {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8))
+                guard publisher.readLine() != nil else { return }
+            }
+        }
+        writer.start()
+        // Each write is one version and one event line per subscriber (writes wait for their
+        // ack, so nothing coalesces): the k-th line a subscriber reads is the k-th write, and
+        // counting newlines costs the reader as little as counting bytes does for Redis.
+        var linesSeen = Array(repeating: 0, count: sockets.count)
+        pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
+            let now = ContinuousClock.now
+            for byte in bytes where byte == UInt8(ascii: "\n") {
+                let write = linesSeen[index]
+                linesSeen[index] += 1
+                var sentAt: ContinuousClock.Instant?
+                while sentAt == nil {
+                    sentAt = sent.withLock { write < $0.count ? $0[write] : nil }
+                    if sentAt == nil { usleep(50) }
+                }
+                if let sentAt { latencies.withLock { $0.append(seconds(since: sentAt) - seconds(since: now)) } }
+                deliveries.add(1, ordering: .relaxed)
+            }
+        }
+        let elapsed = seconds(since: began)
+        return Latency(
+            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 },
+            peakResident: sampler.stop())
+    }
+
+    private func latencyRedis(_ path: String) throws -> Latency {
+        let server = try ServerProcess.redis(socketPath: path)
+        defer { server.stop() }
+        let sample = String(format: "%08d", 0) + String(repeating: "x", count: 1016)
+        let messageBytes = redisMessageBytes("bench", sample)
+        var sockets: [UnixSocket] = []
+        for _ in 0..<manySubscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("SUBSCRIBE bench\r\n".utf8))
+            sockets.append(socket)
+        }
+        var received = Array(repeating: 0, count: sockets.count)
+        for (index, socket) in sockets.enumerated() {
+            while received[index] < redisSubscribeReplyBytes {
+                guard socket.fill() else { throw BenchmarkError("redis subscriber closed") }
+                received[index] = socket.buffer.count
+            }
+            received[index] -= redisSubscribeReplyBytes
+        }
+        let sent = Mutex<[ContinuousClock.Instant]>([])
+        let latencies = Mutex<[Double]>([])
+        let deliveries = Atomic<Int>(0)
+        let expected = manySubscribers * latencyWrites
+        let sampler = MemorySampler(server)
+        let publisher = try UnixSocket(path: path)
+        let began = ContinuousClock.now
+        let writes = latencyWrites
+        let writer = Thread {
+            for index in 0..<writes {
+                let before = ContinuousClock.now
+                sent.withLock { $0.append(before) }
+                try? publisher.send(
+                    redisPublishBytes(String(format: "%08d", index) + String(repeating: "x", count: 1016)))
+                guard publisher.readLine() != nil else { return }
+            }
+        }
+        writer.start()
+        pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
+            let before = received[index] / messageBytes
+            received[index] += bytes.count
+            let after = received[index] / messageBytes
+            guard after > before else { return }
+            let now = ContinuousClock.now
+            for message in before..<after {
+                var sentAt: ContinuousClock.Instant?
+                while sentAt == nil {
+                    sentAt = sent.withLock { message < $0.count ? $0[message] : nil }
+                    if sentAt == nil { usleep(50) }
+                }
+                if let sentAt { latencies.withLock { $0.append(seconds(since: sentAt) - seconds(since: now)) } }
+                deliveries.add(1, ordering: .relaxed)
+            }
+        }
+        let elapsed = seconds(since: began)
+        return Latency(
+            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 },
+            peakResident: sampler.stop())
+    }
+}
+
+func redisPublishBytes(_ message: String) -> [UInt8] {
+    Array("*3\r\n$7\r\nPUBLISH\r\n$5\r\nbench\r\n$\(message.utf8.count)\r\n\(message)\r\n".utf8)
+}

@@ -1,0 +1,163 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A server process the benchmarks start and stop: the release `diffcastd`, or `redis-server`.
+/// Shared with a memory-sampling thread, which only reads its pid.
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let socketPath: String
+
+    init(executable: String, arguments: [String], socketPath: String) throws {
+        self.socketPath = socketPath
+        unlink(socketPath)
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let socket = try? UnixSocket(path: socketPath) {
+                socket.close()
+                return
+            }
+            usleep(20_000)
+        }
+        throw BenchmarkError("\(executable) did not listen on \(socketPath)")
+    }
+
+    static func diffcastd(socketPath: String, arguments: [String] = []) throws -> ServerProcess {
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("diffcastd").path
+        return try ServerProcess(
+            executable: binary, arguments: ["--socket", socketPath, "--log-level", "warning"] + arguments,
+            socketPath: socketPath)
+    }
+
+    static func redis(socketPath: String) throws -> ServerProcess {
+        try ServerProcess(
+            executable: "/usr/bin/redis-server",
+            arguments: [
+                "--port", "0", "--unixsocket", socketPath, "--save", "", "--appendonly", "no",
+                "--client-output-buffer-limit", "pubsub", "0", "0", "0",
+            ],
+            socketPath: socketPath)
+    }
+
+    /// Resident memory of the process in bytes.
+    var residentBytes: Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
+
+    func stop(signal: Int32 = SIGTERM) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop(signal: SIGKILL) }
+}
+
+struct BenchmarkError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A connected Unix stream socket with blocking sends and buffered reads. Each benchmark hands a
+/// socket to one thread for sending and at most one for reading.
+final class UnixSocket: @unchecked Sendable {
+    let descriptor: Int32
+    var buffer: [UInt8] = []
+    var bufferStart = 0
+
+    init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8.prefix($0.count - 1)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(descriptor)
+            throw BenchmarkError("connect \(path): errno \(errno)")
+        }
+    }
+
+    func close() { Glibc.close(descriptor) }
+
+    func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard sent > 0 else { throw BenchmarkError("send: errno \(errno)") }
+            offset += sent
+        }
+    }
+
+    /// Reads what is available (blocking for at least one byte); false on end of stream.
+    func fill() -> Bool {
+        if bufferStart > 1 << 20 {
+            buffer.removeFirst(bufferStart)
+            bufferStart = 0
+        }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        let count = recv(descriptor, &chunk, chunk.count, 0)
+        guard count > 0 else { return false }
+        buffer.append(contentsOf: chunk[..<count])
+        return true
+    }
+
+    /// The next `\n`-terminated line without its terminator, or nil at end of stream.
+    func readLine() -> ArraySlice<UInt8>? {
+        while true {
+            if let newline = buffer[bufferStart...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = buffer[bufferStart..<newline]
+                bufferStart = newline + 1
+                return line
+            }
+            guard fill() else { return nil }
+        }
+    }
+}
+
+/// The integer after `"key":` in a JSON line, found without parsing the whole line.
+func integerField(_ key: String, in line: ArraySlice<UInt8>) -> Int? {
+    let pattern = Array("\"\(key)\":".utf8)
+    guard let start = line.firstRange(of: pattern)?.upperBound else { return nil }
+    var value = 0
+    var index = start
+    while index < line.endIndex, line[index] >= 48, line[index] <= 57 {
+        value = value * 10 + Int(line[index] - 48)
+        index += 1
+    }
+    return index > start ? value : nil
+}
+
+func raiseFileLimit() {
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = limit.rlim_max
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+}
+
+func seconds(since start: ContinuousClock.Instant) -> Double {
+    let (whole, fraction) = (ContinuousClock.now - start).components
+    return Double(whole) + Double(fraction) / 1e18
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    guard !values.isEmpty else { return 0 }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+}
