@@ -1,21 +1,33 @@
 # Diffcast: `make run` starts the daemon, `make test` runs every test. Both install the Debian
-# packages they need first (libuv1-dev to build, netcat-openbsd and python3 for the tests).
+# packages they need first (libuv1-dev to build, netcat-openbsd and systemd's tools for the tests).
 
 SWIFT ?= swift
 SOCKET ?= /tmp/diffcast.sock
 PREFIX ?= /usr/local
 DESTDIR ?=
-APT_PACKAGES := libuv1-dev netcat-openbsd python3 pkg-config
+UNITDIR ?= /etc/systemd/system
+SYSUSERSDIR ?= /etc/sysusers.d
+APT_PACKAGES := libuv1-dev pkg-config netcat-openbsd systemd
+BENCH_PACKAGES := redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test conformance bench lint clean
+.PHONY: deps bench-deps build release run test conformance soak bench install lint clean
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+	@command -v python3 >/dev/null || { $(SUDO) apt-get install -y -qq python3; }
+
+bench-deps: deps
+	$(call apt_install,$(BENCH_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -35,9 +47,24 @@ test: deps
 conformance: release
 	./scripts/conformance.sh
 
-bench: deps
+# Prints every benchmark table: `make bench BENCH=diff` (or pipeline, durability) for one.
+bench: bench-deps
+	$(SWIFT) build -c release --product diffcastd
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	.build/release/DiffcastBenchmarks $(BENCH_ARGS)
+	@for b in $(or $(BENCH),diff pipeline durability); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+
+# The crash test for longer: CYCLES kill -9/restart cycles (200 by default).
+soak: deps
+	$(SWIFT) build --build-tests
+	DIFFCAST_CRASH_CYCLES=$(or $(CYCLES),200) $(SWIFT) test --skip-build --filter acknowledgedWritesSurviveKillNine
+
+install: release
+	install -D -m 0755 .build/release/diffcastd $(DESTDIR)$(PREFIX)/bin/diffcastd
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(PREFIX)/share/doc/diffcast
+	sed 's|/usr/local|$(PREFIX)|g' systemd/diffcast.service > $(DESTDIR)$(UNITDIR)/diffcast.service
+	install -m 0644 systemd/diffcast.socket $(DESTDIR)$(UNITDIR)/diffcast.socket
+	install -m 0644 systemd/diffcast.sysusers $(DESTDIR)$(SYSUSERSDIR)/diffcast.conf
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/diffcast/README.md
 
 lint:
 	$(SWIFT) format lint -r Sources Tests Benchmarks

@@ -66,6 +66,39 @@ enum Listener {
         return handle
     }
 
+    /// A listening socket inherited from systemd's socket activation (Unix or TCP).
+    static func inherited(descriptor: Int32, server: Server) throws -> UnsafeMutableRawPointer {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let isUnix =
+            withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+            } == 0 && address.ss_family == sa_family_t(AF_UNIX)
+        let type = isUnix ? UV_NAMED_PIPE : UV_TCP
+        let handle = allocateHandle(type)
+        var result: Int32
+        if isUnix {
+            uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
+            result = uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
+        } else {
+            uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
+            result = uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
+        }
+        if result == 0 {
+            result = uv_listen(dc_stream(handle), backlog) { stream, status in
+                Listener.didConnect(
+                    stream, status: status, type: stream.map { dc_handle($0).pointee.type } ?? UV_NAMED_PIPE)
+            }
+        }
+        guard result == 0 else {
+            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            throw ServerError.libuv("listening on inherited socket \(descriptor)", result)
+        }
+        server.logger.info(
+            "listening", metadata: ["inherited_fd": "\(descriptor)", "kind": "\(isUnix ? "unix" : "tcp")"])
+        return handle
+    }
+
     static func close(_ handle: UnsafeMutableRawPointer, removingSocketAt path: String?) {
         if dc_handle(handle).pointee.type == UV_NAMED_PIPE, let path {
             unlink(path)

@@ -22,6 +22,10 @@ public final class Server {
     private var applyQueue: ApplyQueue?
     private var signals: [UnsafeMutablePointer<uv_signal_t>] = []
     private var isStopping = false
+    private let systemd: SystemdIntegration
+    /// Sockets from socket activation: systemd owns their paths, so they are never unlinked.
+    private var inheritedListeners: Set<UnsafeMutableRawPointer> = []
+    private var housekeepingTimers: [UnsafeMutablePointer<uv_timer_t>] = []
     private var counters = LoopCounters()
 
     private struct LoopCounters {
@@ -33,7 +37,8 @@ public final class Server {
         var slowDisconnects: UInt64 = 0
     }
 
-    public init(configuration: ServerConfiguration, logger: Logger) {
+    public init(configuration: ServerConfiguration, logger: Logger, systemd: SystemdIntegration) {
+        self.systemd = systemd
         self.configuration = configuration
         self.logger = logger
         self.parser = RequestParser(limits: configuration.requestLimits)
@@ -74,13 +79,21 @@ public final class Server {
             uv_unref(dc_handle(handle))
             signals.append(handle)
         }
-        if let path = configuration.socketPath {
+        let inherited = SystemdIntegration.takeInheritedListeners()
+        for descriptor in inherited {
+            let handle = try Listener.inherited(descriptor: descriptor, server: self)
+            listeners.append(handle)
+            inheritedListeners.insert(handle)
+        }
+        if inherited.isEmpty, let path = configuration.socketPath {
             listeners.append(try Listener.unix(path: path, server: self))
         }
-        if let address = configuration.tcpAddress {
+        if inherited.isEmpty, let address = configuration.tcpAddress {
             listeners.append(try Listener.tcp(address: address, server: self))
         }
+        startHousekeeping()
         onReady()
+        systemd.notify("READY=1\nSTATUS=\(statusLine())")
         uv_run(loop, UV_RUN_DEFAULT)
         uv_loop_close(loop)
         asyncHandle.deallocate()
@@ -96,10 +109,16 @@ public final class Server {
         guard !isStopping else { return }
         isStopping = true
         logger.info("stopping", metadata: ["reason": "\(reason)"])
+        systemd.notify("STOPPING=1\nSTATUS=stopping: \(reason)")
         for listener in listeners {
-            Listener.close(listener, removingSocketAt: configuration.socketPath)
+            Listener.close(
+                listener, removingSocketAt: inheritedListeners.contains(listener) ? nil : configuration.socketPath)
         }
         listeners = []
+        for timer in housekeepingTimers {
+            uv_close(dc_handle(timer)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+        }
+        housekeepingTimers = []
         applyQueue?.waitUntilIdle()
         drainMailbox()
         applyQueue?.finish()
@@ -116,6 +135,35 @@ public final class Server {
             mailbox.close()
             uv_close(dc_handle(mailbox.handle), nil)
         }
+    }
+
+    // MARK: - Supervision
+
+    /// Status for `systemctl status` every few seconds, and the watchdog ping when systemd asks
+    /// for one. Both timers are unreferenced: they never keep the loop alive on their own.
+    private func startHousekeeping() {
+        guard systemd.isSupervised else { return }
+        func every(_ milliseconds: UInt64, _ callback: @escaping uv_timer_cb) {
+            let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
+            timer.initialize(to: uv_timer_t())
+            uv_timer_init(loop, timer)
+            uv_timer_start(timer, callback, milliseconds, milliseconds)
+            uv_unref(dc_handle(timer))
+            housekeepingTimers.append(timer)
+        }
+        every(5000) { timer in
+            guard let server = Server.from(timer) else { return }
+            server.systemd.notify("STATUS=\(server.statusLine())")
+        }
+        if let interval = systemd.watchdogIntervalMilliseconds {
+            every(interval) { timer in Server.from(timer)?.systemd.notify("WATCHDOG=1") }
+        }
+    }
+
+    private func statusLine() -> String {
+        let subscriptions = subscribers.values.reduce(0) { $0 + $1.count }
+        return "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
+            + "\(connections.count) connections"
     }
 
     // MARK: - Connections

@@ -83,7 +83,10 @@ struct Diffcastd: ParsableCommand {
         settings.slowSubscriberPolicy = .init(rawValue: slowSubscriberPolicy) ?? .catchUp
         settings.coalesceWindowMilliseconds = coalesceWindowMs
         settings.history.versions = historyVersions
-        let server = Server(configuration: settings, logger: logger)
+        var environment: [String: String] = [:]
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC"] { environment[name] = self.environment(name) }
+        let server = Server(
+            configuration: settings, logger: logger, systemd: SystemdIntegration(environment: environment))
         do {
             let engine = ApplyEngine(historyLimits: settings.history)
             var store: StateStore?

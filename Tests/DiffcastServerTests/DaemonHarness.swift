@@ -32,12 +32,25 @@ final class Daemon: @unchecked Sendable {
     let process = Process()
     let errorOutput = Pipe()
 
-    init(arguments: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true) throws {
+    /// Starts the daemon; `launcher` runs it through another program (e.g. systemd-socket-activate),
+    /// given the socket path and the daemon's path; `environment` adds variables.
+    init(
+        arguments: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true,
+        launcher: ((String, String) -> [String])? = nil, environment: [String: String] = [:]
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.socketPath = socketPath ?? directory.appendingPathComponent("d.sock").path
-        process.executableURL = Self.binary
-        process.arguments = ["--socket", self.socketPath, "--log-level", "debug"] + arguments
+        let daemonArguments = ["--socket", self.socketPath, "--log-level", "debug"] + arguments
+        if let launcher {
+            let command = launcher(self.socketPath, Self.binary.path)
+            process.executableURL = URL(fileURLWithPath: command[0])
+            process.arguments = Array(command.dropFirst()) + daemonArguments
+        } else {
+            process.executableURL = Self.binary
+            process.arguments = daemonArguments
+        }
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardError = errorOutput
         process.standardOutput = FileHandle.nullDevice
         try process.run()

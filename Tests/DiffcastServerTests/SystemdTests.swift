@@ -1,0 +1,102 @@
+import DiffcastWire
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon as systemd runs it, checked without systemd as PID 1: the units pass
+/// `systemd-analyze verify`, notifications arrive on a real datagram socket, and socket
+/// activation works through `systemd-socket-activate`.
+@Suite(.serialized) struct SystemdTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    private func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/systemd-analyze")))
+    func theUnitsPassSystemdAnalyzeVerify() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-units-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for name in ["diffcast.service", "diffcast.socket"] {
+            let text = try String(contentsOf: Self.root.appendingPathComponent("systemd/\(name)"), encoding: .utf8)
+                .replacingOccurrences(of: "/usr/local/bin/diffcastd", with: Daemon.binary.path)
+            try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let result = try run(
+            "/usr/bin/systemd-analyze",
+            [
+                "verify", directory.appendingPathComponent("diffcast.socket").path,
+                directory.appendingPathComponent("diffcast.service").path,
+            ])
+        // An unknown key is only a warning with exit 0: any output at all is a failure.
+        #expect(result.status == 0)
+        #expect(result.output.isEmpty, "\(result.output)")
+    }
+
+    @Test func readinessStatusWatchdogAndStoppingAreNotified() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("dc-notify-\(getpid()).sock").path
+        unlink(path)
+        let listener = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer {
+            close(listener)
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8.prefix($0.count - 1)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0)
+        let daemon = try Daemon(environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"])
+        func receive() -> String? {
+            var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 5000) > 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(listener, &buffer, buffer.count, 0)
+            return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+        }
+        var messages: [String] = []
+        while !messages.contains(where: { $0.contains("WATCHDOG=1") }), let message = receive() {
+            messages.append(message)
+        }
+        #expect(messages.first?.contains("READY=1") == true, "\(messages)")
+        #expect(messages.first?.contains("STATUS=serving") == true, "\(messages)")
+        #expect(messages.contains { $0.contains("WATCHDOG=1") }, "\(messages)")
+        #expect(daemon.stop() == 0)
+        var stopping = false
+        while !stopping, let message = receive() {
+            if message.contains("STOPPING=1") { stopping = true }
+        }
+        #expect(stopping)
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/systemd-socket-activate")))
+    func socketActivationServesTheInheritedSocket() throws {
+        let daemon = try Daemon(launcher: { path, binary in
+            ["/usr/bin/systemd-socket-activate", "-l", path, binary]
+        })
+        let client = try Client(path: daemon.socketPath)
+        #expect(try client.request("ping").isOK)
+        #expect(try client.request(#"append_sections a {"sections":[{"id":"s"}]}"#)["version"]?.int == 1)
+        #expect(daemon.stop() == 0)
+        // The socket belongs to whoever activated us: the daemon leaves its path alone.
+        #expect(FileManager.default.fileExists(atPath: daemon.socketPath))
+    }
+}
