@@ -23,13 +23,13 @@ struct DurabilityBenchmark: ParsableCommand {
         emit("## Durability: \(writes) writes from 4 connections, each waiting for its ack (no pipelining)\n")
         emit("| state | writes/s | ratio to in-memory |")
         emit("|---|---:|---:|")
-        let memory = try throughput(directory, arguments: [])
+        let memory = try medianThroughput(directory, arguments: [])
         for (name, arguments) in [
             ("in memory", [String]()), ("--sync never", ["--state-dir", directory + "/never", "--sync", "never"]),
             ("--sync interval (100 ms)", ["--state-dir", directory + "/interval", "--sync", "interval"]),
             ("--sync always", ["--state-dir", directory + "/always", "--sync", "always"]),
         ] {
-            let rate = name == "in memory" ? memory : try throughput(directory, arguments: arguments)
+            let rate = name == "in memory" ? memory : try medianThroughput(directory, arguments: arguments)
             emit(String(format: "| %@ | %.0f | %.2f× |", name, rate, rate / memory))
         }
         emit("\n## Restart with \(restartItems) items (32-byte data)\n")
@@ -37,7 +37,8 @@ struct DurabilityBenchmark: ParsableCommand {
         emit("|---|---:|")
         let state = directory + "/restart"
         let path = directory + "/restart.sock"
-        var server = try ServerProcess.diffcastd(socketPath: path, arguments: ["--state-dir", state])
+        let arguments = ["--state-dir", state, "--max-line-bytes", "\(1 << 30)"]
+        var server = try ServerProcess.diffcastd(socketPath: path, arguments: arguments)
         let client = try UnixSocket(path: path)
         var request = "apply big {\"sections\":[{\"id\":\"s\",\"items\":["
         for index in 0..<restartItems {
@@ -46,17 +47,37 @@ struct DurabilityBenchmark: ParsableCommand {
         }
         request += "]}]}\n"
         try client.send(Array(request.utf8))
-        _ = client.readLine()
+        guard let response = client.readLine(), integerField("version", in: response) == 1 else {
+            throw BenchmarkError("the large apply was not acknowledged")
+        }
         server.stop(signal: SIGKILL)
         var started = ContinuousClock.now
-        server = try ServerProcess.diffcastd(socketPath: path, arguments: ["--state-dir", state])
-        emit(String(format: "| write-ahead log (after kill -9) | %.2f |", seconds(since: started)))
+        server = try ServerProcess.diffcastd(socketPath: path, arguments: arguments)
+        let fromLog = seconds(since: started)
+        try expectItems(restartItems, at: path)
+        emit(String(format: "| write-ahead log (after kill -9) | %.2f |", fromLog))
         server.stop(signal: SIGTERM)
         started = ContinuousClock.now
-        server = try ServerProcess.diffcastd(socketPath: path, arguments: ["--state-dir", state])
-        emit(String(format: "| checkpoint (after a clean stop) | %.2f |", seconds(since: started)))
+        server = try ServerProcess.diffcastd(socketPath: path, arguments: arguments)
+        let fromCheckpoint = seconds(since: started)
+        try expectItems(restartItems, at: path)
+        emit(String(format: "| checkpoint (after a clean stop) | %.2f |", fromCheckpoint))
         server.stop()
         emit()
+    }
+
+    private func expectItems(_ count: Int, at path: String) throws {
+        let client = try UnixSocket(path: path)
+        try client.send(Array("list\n".utf8))
+        guard let line = client.readLine(), integerField("items", in: line) == count else {
+            throw BenchmarkError("the restarted daemon does not hold \(count) items")
+        }
+    }
+
+    private func medianThroughput(_ directory: String, arguments: [String]) throws -> Double {
+        var rates: [Double] = []
+        for _ in 0..<3 { rates.append(try throughput(directory, arguments: arguments)) }
+        return rates.median
     }
 
     private func throughput(_ directory: String, arguments: [String]) throws -> Double {

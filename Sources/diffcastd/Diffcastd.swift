@@ -76,6 +76,7 @@ struct Diffcastd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "diffcastd")
+        raiseFileDescriptorLimit()
         var settings = ServerConfiguration(socketPath: socket ?? environment("DIFFCAST_SOCKET") ?? "/tmp/diffcast.sock")
         settings.tcpAddress = tcp
         settings.maximumLineBytes = maxLineBytes
@@ -110,6 +111,14 @@ struct Diffcastd: ParsableCommand {
             throw ExitCode(1)
         }
         logger.info("stopped")
+    }
+
+    /// Every client is a file descriptor: take the hard limit, not the usual soft 1024.
+    private func raiseFileDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private func environment(_ name: String) -> String? {
