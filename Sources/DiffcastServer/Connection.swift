@@ -35,6 +35,12 @@ final class Connection {
 
     var hasUnansweredRequests: Bool { nextSlotToSend < nextSlot }
 
+    /// Requests read whose responses have not been queued yet.
+    var outstandingRequests: UInt64 { nextSlot - nextSlotToSend }
+
+    /// Reading stopped for backpressure.
+    var isReadingPaused = false
+
     var hasOutbound: Bool { !outbound.isEmpty }
 
     func reserveSlot() -> UInt64 {

@@ -176,8 +176,13 @@ public final class Server {
             isAuthenticated: !isTCP || configuration.tcpToken == nil)
         connections[connection.id] = connection
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+        startReading(connection)
+    }
+
+    private func startReading(_ connection: Connection) {
+        connection.isReadingPaused = false
         uv_read_start(
-            dc_stream(handle),
+            dc_stream(connection.handle),
             { handle, _, buffer in
                 guard let server = Server.from(handle), let buffer else { return }
                 buffer.pointee = uv_buf_init(
@@ -187,6 +192,29 @@ public final class Server {
                 guard let stream, let server = Server.from(stream) else { return }
                 server.didRead(stream: stream, count: count)
             })
+    }
+
+    /// Requests outstanding at the apply queue on one connection before it is read no further.
+    private static let maximumOutstandingRequests: UInt64 = 65_536
+
+    /// Backpressure: a client that sends faster than it reads its answers is not read until it
+    /// has drained, so neither its responses nor its queued requests grow without bound.
+    private func pauseReadingIfFlooded(_ connection: Connection) {
+        guard !connection.isReadingPaused, !connection.peerFinished else { return }
+        if connection.unsentBytes > configuration.maximumUnsentBytes
+            || connection.outstandingRequests > Self.maximumOutstandingRequests
+        {
+            uv_read_stop(dc_stream(connection.handle))
+            connection.isReadingPaused = true
+        }
+    }
+
+    private func resumeReadingIfDrained(_ connection: Connection) {
+        guard connection.isReadingPaused, !connection.peerFinished, !connection.isClosing,
+            connection.unsentBytes <= configuration.maximumUnsentBytes / 2,
+            connection.outstandingRequests <= Self.maximumOutstandingRequests / 2
+        else { return }
+        startReading(connection)
     }
 
     private func connection(of handle: UnsafeMutableRawPointer) -> Connection? {
@@ -219,6 +247,7 @@ public final class Server {
         dirty.insert(connection.id)
         submitPendingJobs()
         flushDirty()
+        pauseReadingIfFlooded(connection)
     }
 
     private func handleLine(_ line: [UInt8], from connection: Connection) {
@@ -305,6 +334,7 @@ public final class Server {
         for id in dirty {
             guard let connection = connections[id] else { continue }
             startWrite(connection)
+            resumeReadingIfDrained(connection)
             finishIfDone(connection)
         }
         dirty.removeAll(keepingCapacity: true)
@@ -345,6 +375,7 @@ public final class Server {
         }
         startWrite(connection)
         requestCatchUpsIfDrained(connection)
+        resumeReadingIfDrained(connection)
         submitPendingJobs()
         finishIfDone(connection)
     }

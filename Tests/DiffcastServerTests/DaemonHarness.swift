@@ -92,8 +92,9 @@ func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> B
     throw HarnessError.timeout(what)
 }
 
-/// A blocking line client over a real Unix socket, as a script would use the daemon.
-final class Client {
+/// A blocking line client over a real Unix socket, as a script would use the daemon. A test may
+/// hand it to one sending thread while another reads.
+final class Client: @unchecked Sendable {
     let descriptor: Int32
     private var buffer: [UInt8] = []
     /// Events read while waiting for a response.

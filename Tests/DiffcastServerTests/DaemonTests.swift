@@ -166,6 +166,29 @@ import Testing
         #expect(try publisher.request("ping").isOK)
     }
 
+    @Test func aClientThatDoesNotReadItsAnswersIsNotReadEither() throws {
+        let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
+        let flooder = try Client(path: daemon.socketPath)
+        let count = 1_500_000
+        let requests = Array(String(repeating: "ping\n", count: count).utf8)
+        let sender = Thread { try? flooder.sendRaw(requests) }
+        sender.start()
+        usleep(1_000_000)
+        // Unanswered, the responses would be 30 MB; the daemon keeps reading only as it can write.
+        let status = try String(contentsOfFile: "/proc/\(daemon.pid)/status", encoding: .utf8)
+        let residentKilobytes =
+            status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+            .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        #expect(residentKilobytes < 25_000, "daemon RSS \(residentKilobytes) kB")
+        #expect(try Client(path: daemon.socketPath).request("ping").isOK)
+        for index in 0..<count {
+            guard let line = try flooder.readLine(), line["op"] == .string("ping") else {
+                Issue.record("response \(index) missing")
+                return
+            }
+        }
+    }
+
     @Test func subscribingWithSinceGetsOneChangeset() throws {
         let daemon = try Daemon()
         let client = try Client(path: daemon.socketPath)
