@@ -95,7 +95,7 @@ func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> B
 /// A blocking line client over a real Unix socket, as a script would use the daemon. A test may
 /// hand it to one sending thread while another reads.
 final class Client: @unchecked Sendable {
-    let descriptor: Int32
+    private(set) var descriptor: Int32
     private var buffer: [UInt8] = []
     /// Events read while waiting for a response.
     var events: [JSONValue] = []
@@ -122,9 +122,13 @@ final class Client: @unchecked Sendable {
         }
     }
 
-    func close() { Glibc.close(descriptor) }
+    /// Closes once: a second close could hit a descriptor number another test has reused.
+    func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
 
-    deinit { Glibc.close(descriptor) }
+    deinit { close() }
 
     func send(_ line: String) throws {
         try sendRaw(Array((line + "\n").utf8))

@@ -182,8 +182,9 @@ import Testing
         #expect(residentKilobytes < 25_000, "daemon RSS \(residentKilobytes) kB")
         #expect(try Client(path: daemon.socketPath).request("ping").isOK)
         for index in 0..<count {
-            guard let line = try flooder.readLine(), line["op"] == .string("ping") else {
-                Issue.record("response \(index) missing")
+            let line = try flooder.readLine()
+            guard line?["op"] == .string("ping") else {
+                Issue.record("response \(index): \(line?.canonicalText ?? "end of stream")")
                 return
             }
         }
