@@ -43,6 +43,18 @@ static inline int dc_probe_unix_socket(const char *path) {
     return error;
 }
 
+/* The peer's user and group of a connected Unix socket (SO_PEERCRED), without depending on
+   _GNU_SOURCE for struct ucred. Returns 0 on success, else errno. */
+struct dc_peer_credentials { pid_t pid; uid_t uid; gid_t gid; };
+static inline int dc_peer_credentials(int fd, uid_t *uid, gid_t *gid) {
+    struct dc_peer_credentials credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return errno;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
 /* The longest Unix socket path the kernel takes (libuv 1.44 truncates longer ones silently). */
 static inline size_t dc_unix_path_max(void) {
     struct sockaddr_un address;

@@ -9,6 +9,7 @@ public final class ApplyEngine {
     private var openBatches: [String: OpenBatch] = [:]
     private var statistics = ApplyStatistics()
     private let historyLimits: HistoryLimits
+    private let limits: CollectionLimits
     private let makeEpoch: () -> String
     private var outcomes: [Outcome] = []
     /// What the state directory must record before the outcomes of this batch are delivered.
@@ -21,9 +22,11 @@ public final class ApplyEngine {
     }
 
     public init(
-        historyLimits: HistoryLimits = HistoryLimits(), makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch
+        historyLimits: HistoryLimits = HistoryLimits(), limits: CollectionLimits = CollectionLimits(),
+        makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch
     ) {
         self.historyLimits = historyLimits
+        self.limits = limits
         self.makeEpoch = makeEpoch
     }
 
@@ -72,6 +75,10 @@ public final class ApplyEngine {
             outcomes.append(.response(address, SharedBytes(bytes)))
         case .subscribe(let name, let since, let epoch):
             publishOpenBatch(of: name)
+            if wouldExceedCollectionLimit(name) {
+                return fail(
+                    request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
+            }
             subscribe(name, since: since, epoch: epoch, request, address)
         case .drop(let name):
             publishOpenBatch(of: name)
@@ -94,7 +101,7 @@ public final class ApplyEngine {
             publishAllOpenBatches()
             statistics.collections = collections.values.count { $0.exists }
             outcomes.append(.statistics(address, id: request.id, statistics))
-        case .ping, .unsubscribe:
+        case .ping, .auth, .unsubscribe:
             // Answered by the loop; accepted here so that the engine can serve any request.
             outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
         }
@@ -115,6 +122,11 @@ public final class ApplyEngine {
     private func existing(_ name: String) -> CollectionState? {
         guard let state = collections[name], state.exists else { return nil }
         return state
+    }
+
+    /// Whether a new collection would pass `limits.collections`.
+    private func wouldExceedCollectionLimit(_ name: String) -> Bool {
+        collections[name] == nil && collections.count >= limits.collections
     }
 
     private func state(for name: String) -> CollectionState {
@@ -180,7 +192,20 @@ public final class ApplyEngine {
     // MARK: - Writes
 
     private func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
+        if wouldExceedCollectionLimit(name) {
+            statistics.writesRejected += 1
+            return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
+        }
         let state = state(for: name)
+        let most = operation.mostItemsAfter(current: state.document.itemCount)
+        if most > limits.itemsPerCollection {
+            statistics.writesRejected += 1
+            if !state.exists && openBatches[name] == nil { collections[name] = nil }
+            return fail(
+                request, address,
+                .limitExceeded("max_items_per_collection (\(limits.itemsPerCollection)): this write could make \(most)")
+            )
+        }
         let opensBatch = openBatches[name] == nil
         if opensBatch {
             openBatches[name] = OpenBatch(base: state.document.snapshot)
@@ -289,6 +314,22 @@ public enum RecoveryError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .inconsistent(let what): "write-ahead log does not fit the checkpoint: \(what)"
+        }
+    }
+}
+
+extension WriteOperation {
+    /// An upper bound of the items a collection holding `current` items has after this write.
+    func mostItemsAfter(current: Int) -> Int {
+        switch self {
+        case .apply(let sections): sections.reduce(0) { $0 + $1.items.count }
+        case .appendSections(let sections), .insertSections(let sections, _):
+            current + sections.reduce(0) { $0 + $1.items.count }
+        case .appendItems(let items, _), .insertItems(let items, _): current + items.count
+        case .deleteAll: 0
+        case .batch(let operations):
+            operations.reduce(current) { most, operation in max(most, operation.mostItemsAfter(current: most)) }
+        default: current
         }
     }
 }

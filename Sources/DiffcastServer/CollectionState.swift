@@ -49,3 +49,14 @@ public struct HistoryLimits: Sendable, Equatable {
         self.items = items
     }
 }
+
+/// Bounds on what clients may make the daemon hold; past one, a write gets `limit_exceeded`.
+public struct CollectionLimits: Sendable, Equatable {
+    public var collections: Int
+    public var itemsPerCollection: Int
+
+    public init(collections: Int = 100_000, itemsPerCollection: Int = 10_000_000) {
+        self.collections = collections
+        self.itemsPerCollection = itemsPerCollection
+    }
+}

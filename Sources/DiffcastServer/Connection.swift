@@ -11,6 +11,8 @@ final class Connection {
     var subscriptions: [String: Subscription] = [:]
     /// Whether the peer may publish: false until a TCP client authenticates, when a token is set.
     var isAuthenticated: Bool
+    /// Who the peer is, for Unix sockets.
+    var peer: PeerCredentials?
 
     private(set) var nextSlot: UInt64 = 0
     private var nextSlotToSend: UInt64 = 0
@@ -23,8 +25,11 @@ final class Connection {
     var peerFinished = false
     private(set) var isClosing = false
 
-    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, isAuthenticated: Bool) {
+    let isTCP: Bool
+
+    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, isAuthenticated: Bool, isTCP: Bool) {
         self.id = id
+        self.isTCP = isTCP
         self.handle = handle
         self.framer = LineFramer(maximumLineBytes: maximumLineBytes)
         self.isAuthenticated = isAuthenticated

@@ -173,10 +173,39 @@ public final class Server {
         counters.connectionsAccepted += 1
         let connection = Connection(
             id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
-            isAuthenticated: !isTCP || configuration.tcpToken == nil)
+            isAuthenticated: !isTCP || configuration.tcpToken == nil, isTCP: isTCP)
+        connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
         connections[connection.id] = connection
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+        guard connections.count <= configuration.maximumConnections else {
+            logger.warning(
+                "refusing a connection", metadata: ["limit": "max_connections \(configuration.maximumConnections)"])
+            let error = DiffcastError.limitExceeded(
+                "max_connections (\(configuration.maximumConnections)) clients connected")
+            connection.enqueue(SharedBytes(WireEncoder.disconnectEvent(code: error.code, message: error.message)))
+            connection.peerFinished = true
+            dirty.insert(connection.id)
+            flushDirty()
+            return
+        }
         startReading(connection)
+    }
+
+    /// Whether the connection's peer may make this request; denials are logged.
+    private func isPermitted(_ request: Request, on connection: Connection) -> Bool {
+        let list: AccessList
+        switch request.command {
+        case .write, .drop: list = configuration.publishers
+        case .get, .subscribe, .list, .stats: list = configuration.subscribers
+        case .ping, .auth, .unsubscribe: return true
+        }
+        // The lists name Unix-socket peers; TCP peers are checked by token before writing.
+        guard connection.isTCP || list.allows(connection.peer) else {
+            logger.warning(
+                "denied", metadata: ["op": "\(request.op)", "uid": "\(connection.peer?.userID.description ?? "?")"])
+            return false
+        }
+        return true
     }
 
     private func startReading(_ connection: Connection) {
@@ -265,9 +294,26 @@ public final class Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
+        guard isPermitted(request, on: connection) else {
+            let who = connection.peer.map { "uid \($0.userID)" } ?? "this peer"
+            let error = DiffcastError.unauthorized("\(who) may not '\(request.op)' (see --publishers/--subscribers)")
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            return
+        }
         switch request.command {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+        case .auth(let token):
+            if let expected = configuration.tcpToken, token == expected {
+                connection.isAuthenticated = true
+                connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+            } else {
+                logger.warning("authentication failed", metadata: ["connection": "\(connection.id)"])
+                let error = DiffcastError.unauthorized("wrong token")
+                connection.answer(
+                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            }
         case .unsubscribe(let name):
             removeSubscription(of: connection, to: name)
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))

@@ -3,6 +3,8 @@ import DiffcastCore
 /// What a request asks for, typed; writes carry a `WriteOperation` from DiffcastCore.
 public enum Command: Sendable, Equatable {
     case ping
+    /// Presents the TCP listener's token; a TCP client may write only after it.
+    case auth(token: String)
     case list
     case stats
     case get(collection: String)
@@ -14,7 +16,7 @@ public enum Command: Sendable, Equatable {
     /// The collection the command names, if any.
     public var collection: String? {
         switch self {
-        case .ping, .list, .stats: nil
+        case .ping, .auth, .list, .stats: nil
         case .get(let name), .subscribe(let name, _, _), .unsubscribe(let name), .drop(let name), .write(let name, _):
             name
         }

@@ -31,6 +31,9 @@ struct RequestDecoder {
     private func command(_ op: String) throws(DiffcastError) -> Command {
         switch op {
         case "ping": return .ping
+        case "auth":
+            guard case .string(let token) = object["token"] else { throw .invalidArgument("'token' must be a string") }
+            return .auth(token: token)
         case "list": return .list
         case "stats": return .stats
         case "get": return .get(collection: try collectionName())

@@ -37,6 +37,30 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Versions of history kept per collection for catch-up changesets.")
     var historyVersions: Int = 64
 
+    @Option(help: "Token a TCP client must present with {\"op\":\"auth\",\"token\":…} before writing.")
+    var tcpToken: String?
+
+    @Option(help: "Client connections at once.")
+    var maxConnections: Int = 10_000
+
+    @Option(help: "Collections at once.")
+    var maxCollections: Int = 100_000
+
+    @Option(help: "Items in one collection.")
+    var maxItemsPerCollection: Int = 10_000_000
+
+    @Option(
+        help:
+            "Who may write on the Unix socket: uid:N, gid:N, user:NAME, group:NAME, comma-separated (default: anyone who can open the socket; root always may)."
+    )
+    var publishers: String = ""
+
+    @Option(
+        help:
+            "Who may get, list and subscribe on the Unix socket, in the same form (default: anyone who can open the socket)."
+    )
+    var subscribers: String = ""
+
     @Option(help: "Directory for the write-ahead log and checkpoints (default: state in memory only).")
     var stateDir: String?
 
@@ -66,6 +90,18 @@ struct Diffcastd: ParsableCommand {
         }
         guard syncIntervalMs >= 1 else { throw ValidationError("--sync-interval-ms: at least 1") }
         guard checkpointLogBytes >= 4096 else { throw ValidationError("--checkpoint-log-bytes: at least 4096") }
+        for (name, value) in [
+            ("--max-connections", maxConnections), ("--max-collections", maxCollections),
+            ("--max-items-per-collection", maxItemsPerCollection),
+        ] where value < 1 {
+            throw ValidationError("\(name): at least 1")
+        }
+        do {
+            _ = try AccessList(parsing: publishers)
+            _ = try AccessList(parsing: subscribers)
+        } catch {
+            throw ValidationError("--publishers/--subscribers: \(error)")
+        }
     }
 
     func run() throws {
@@ -84,12 +120,22 @@ struct Diffcastd: ParsableCommand {
         settings.slowSubscriberPolicy = .init(rawValue: slowSubscriberPolicy) ?? .catchUp
         settings.coalesceWindowMilliseconds = coalesceWindowMs
         settings.history.versions = historyVersions
+        settings.tcpToken = tcpToken
+        settings.maximumConnections = maxConnections
+        settings.limits = CollectionLimits(collections: maxCollections, itemsPerCollection: maxItemsPerCollection)
+        do {
+            settings.publishers = try AccessList(parsing: publishers)
+            settings.subscribers = try AccessList(parsing: subscribers)
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
         var environment: [String: String] = [:]
         for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC"] { environment[name] = self.environment(name) }
         let server = Server(
             configuration: settings, logger: logger, systemd: SystemdIntegration(environment: environment))
         do {
-            let engine = ApplyEngine(historyLimits: settings.history)
+            let engine = ApplyEngine(historyLimits: settings.history, limits: settings.limits)
             var store: StateStore?
             if let stateDir {
                 var options = StateStore.Options()
