@@ -39,9 +39,10 @@ run: release
 	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))"
 	.build/release/diffcastd --socket $(SOCKET)
 
+# Suites run one after another: the integration tests start and kill many processes.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --no-parallel
 
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
 conformance: release
@@ -64,6 +65,8 @@ install: release
 	sed 's|/usr/local|$(PREFIX)|g' systemd/diffcast.service > $(DESTDIR)$(UNITDIR)/diffcast.service
 	install -m 0644 systemd/diffcast.socket $(DESTDIR)$(UNITDIR)/diffcast.socket
 	install -m 0644 systemd/diffcast.sysusers $(DESTDIR)$(SYSUSERSDIR)/diffcast.conf
+	install -d $(DESTDIR)/etc/diffcast
+	[ -e $(DESTDIR)/etc/diffcast/diffcastd.yaml ] || install -m 0644 config/diffcastd.yaml $(DESTDIR)/etc/diffcast/diffcastd.yaml
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/diffcast/README.md
 
 lint:

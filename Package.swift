@@ -12,6 +12,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // Structured logging to stderr, which journald picks up under systemd.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The configuration file (YAML, decoded with Codable).
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -28,10 +30,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "DiffcastConfiguration",
+            dependencies: [
+                "DiffcastServer", .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "diffcastd",
             dependencies: [
-                "DiffcastServer",
+                "DiffcastServer", "DiffcastConfiguration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -46,6 +55,7 @@ let package = Package(
         ),
         .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore"]),
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire"]),
+        .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: ["DiffcastServer", "DiffcastWire", .product(name: "Logging", package: "swift-log")]

@@ -112,7 +112,8 @@ final class UnixSocket: @unchecked Sendable {
             bufferStart = 0
         }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        let count = recv(descriptor, &chunk, chunk.count, 0)
+        var count = recv(descriptor, &chunk, chunk.count, 0)
+        while count < 0 && errno == EINTR { count = recv(descriptor, &chunk, chunk.count, 0) }
         guard count > 0 else { return false }
         buffer.append(contentsOf: chunk[..<count])
         return true

@@ -9,7 +9,7 @@ public final class ApplyEngine {
     private var openBatches: [String: OpenBatch] = [:]
     private var statistics = ApplyStatistics()
     private let historyLimits: HistoryLimits
-    private let limits: CollectionLimits
+    private var limits: CollectionLimits
     private let makeEpoch: () -> String
     private var outcomes: [Outcome] = []
     /// What the state directory must record before the outcomes of this batch are delivered.
@@ -48,6 +48,8 @@ public final class ApplyEngine {
             case .catchUp(let connection, let name, let since):
                 publishOpenBatch(of: name)
                 catchUp(connection: connection, name: name, since: since)
+            case .setLimits(let newLimits):
+                limits = newLimits
             }
         }
         for name in openBatches.keys.sorted() {

@@ -22,6 +22,8 @@ public enum Job: Sendable {
     case request(Request, ResponseAddress)
     /// A subscriber that fell behind has drained: bring it from `since` to the current version.
     case catchUp(connection: ConnectionID, collection: String, since: UInt64)
+    /// New limits from a configuration reload, for the writes after it.
+    case setLimits(CollectionLimits)
 }
 
 /// Results the apply queue hands back to the loop, in the order they must take effect.

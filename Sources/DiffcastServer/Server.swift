@@ -7,7 +7,10 @@ import Logging
 /// The daemon on its loop thread: accepts clients, parses their lines, hands requests to the
 /// apply queue, and fans the outcomes out to subscribers. Every socket belongs to this thread.
 public final class Server {
-    let configuration: ServerConfiguration
+    private(set) var configuration: ServerConfiguration
+    /// Called on SIGHUP: the configuration to apply now, or nil to keep the current one (the
+    /// callback logs why). Set before `run`.
+    public var reloadConfiguration: (() -> ServerConfiguration?)?
     let logger: Logger
     let loop: UnsafeMutablePointer<uv_loop_t>
     private let parser: RequestParser
@@ -71,11 +74,19 @@ public final class Server {
                 exit(70)
             },
             deliver: { mailbox.post($0) })
-        for signal in [SIGINT, SIGTERM] {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
             let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
             handle.initialize(to: uv_signal_t())
             uv_signal_init(loop, handle)
-            uv_signal_start(handle, { handle, signal in Server.from(handle)?.stop(reason: "signal \(signal)") }, signal)
+            uv_signal_start(
+                handle,
+                { handle, signal in
+                    if signal == SIGHUP {
+                        Server.from(handle)?.reload()
+                    } else {
+                        Server.from(handle)?.stop(reason: "signal \(signal)")
+                    }
+                }, signal)
             uv_unref(dc_handle(handle))
             signals.append(handle)
         }
@@ -135,6 +146,29 @@ public final class Server {
             mailbox.close()
             uv_close(dc_handle(mailbox.handle), nil)
         }
+    }
+
+    // MARK: - Reloading
+
+    /// Applies what can change while clients stay connected: limits, access lists, the token,
+    /// the slow-subscriber policy. New line limits apply to new connections.
+    private func reload() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(microseconds)")
+        defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
+        guard let new = reloadConfiguration?() else { return }
+        configuration.maximumLineBytes = new.maximumLineBytes
+        configuration.maximumUnsentBytes = new.maximumUnsentBytes
+        configuration.slowSubscriberPolicy = new.slowSubscriberPolicy
+        configuration.maximumConnections = new.maximumConnections
+        configuration.publishers = new.publishers
+        configuration.subscribers = new.subscribers
+        configuration.tcpToken = new.tcpToken
+        configuration.limits = new.limits
+        applyQueue?.submit([.setLimits(new.limits)])
+        logger.info("configuration reloaded")
     }
 
     // MARK: - Supervision

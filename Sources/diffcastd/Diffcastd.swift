@@ -1,17 +1,22 @@
 import ArgumentParser
+import DiffcastConfiguration
 import DiffcastServer
+import Foundation
 import Logging
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
-/// The daemon's command line: where to listen, how to log, and the limits that matter.
+/// The daemon's command line. Settings come from the embedded defaults, then the file given
+/// with `--config`, then these options; `config/diffcastd.yaml` documents every key.
 @main
 struct Diffcastd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "diffcastd",
         abstract: "Holds named collections of sections and items and publishes minimal changesets to subscribers.")
+
+    @Option(help: "Configuration file (YAML); SIGHUP re-reads it.")
+    var config: String?
+
+    @Option(help: "Check a configuration file, print the result and exit.")
+    var checkConfig: String?
 
     @Option(help: "Unix socket to listen on (default: $DIFFCAST_SOCKET, else /tmp/diffcast.sock).")
     var socket: String?
@@ -19,138 +24,96 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Also listen on TCP at HOST:PORT (off by default; use a loopback address).")
     var tcp: String?
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
-
-    @Option(help: "Longest request line in bytes.")
-    var maxLineBytes: Int = 16 * 1024 * 1024
-
-    @Option(help: "Unsent bytes a subscriber may have queued before it is caught up later (or disconnected).")
-    var maxUnsentBytes: Int = 8 * 1024 * 1024
-
-    @Option(help: "catch_up or disconnect: what happens to a subscriber past --max-unsent-bytes.")
-    var slowSubscriberPolicy: String = "catch_up"
-
-    @Option(help: "Extra milliseconds the apply queue waits to coalesce writes (0: none).")
-    var coalesceWindowMs: Int = 0
-
-    @Option(help: "Versions of history kept per collection for catch-up changesets.")
-    var historyVersions: Int = 64
-
     @Option(help: "Token a TCP client must present with {\"op\":\"auth\",\"token\":…} before writing.")
     var tcpToken: String?
 
-    @Option(help: "Client connections at once.")
-    var maxConnections: Int = 10_000
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String?
 
-    @Option(help: "Collections at once.")
-    var maxCollections: Int = 100_000
+    @Option(help: "Longest request line in bytes.")
+    var maxLineBytes: Int?
 
-    @Option(help: "Items in one collection.")
-    var maxItemsPerCollection: Int = 10_000_000
+    @Option(help: "Unsent bytes a subscriber may have queued before it is caught up later (or disconnected).")
+    var maxUnsentBytes: Int?
 
-    @Option(
-        help:
-            "Who may write on the Unix socket: uid:N, gid:N, user:NAME, group:NAME, comma-separated (default: anyone who can open the socket; root always may)."
-    )
-    var publishers: String = ""
+    @Option(help: "catch_up or disconnect: what happens to a subscriber past --max-unsent-bytes.")
+    var slowSubscriberPolicy: String?
 
-    @Option(
-        help:
-            "Who may get, list and subscribe on the Unix socket, in the same form (default: anyone who can open the socket)."
-    )
-    var subscribers: String = ""
+    @Option(help: "Extra milliseconds the apply queue waits to coalesce writes (0: none).")
+    var coalesceWindowMs: Int?
+
+    @Option(help: "Versions of history kept per collection for catch-up changesets.")
+    var historyVersions: Int?
 
     @Option(help: "Directory for the write-ahead log and checkpoints (default: state in memory only).")
     var stateDir: String?
 
     @Option(help: "always (fsync before every acknowledgement), interval or never.")
-    var sync: String = "always"
+    var sync: String?
 
     @Option(help: "With --sync interval: longest time acknowledged writes wait for an fsync.")
-    var syncIntervalMs: Int = 100
+    var syncIntervalMs: Int?
 
     @Option(help: "Log size in bytes past which the log is folded into a checkpoint.")
-    var checkpointLogBytes: Int = 64 * 1024 * 1024
+    var checkpointLogBytes: Int?
 
-    mutating func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("--log-level: unknown level '\(logLevel)'")
-        }
-        guard ServerConfiguration.SlowSubscriberPolicy(rawValue: slowSubscriberPolicy) != nil else {
-            throw ValidationError(
-                "--slow-subscriber-policy: expected catch_up or disconnect, got '\(slowSubscriberPolicy)'")
-        }
-        guard maxLineBytes >= 1024 else { throw ValidationError("--max-line-bytes: at least 1024") }
-        guard maxUnsentBytes >= 1024 else { throw ValidationError("--max-unsent-bytes: at least 1024") }
-        guard coalesceWindowMs >= 0 else { throw ValidationError("--coalesce-window-ms: not negative") }
-        guard historyVersions >= 1 else { throw ValidationError("--history-versions: at least 1") }
-        guard SyncPolicy(rawValue: sync) != nil else {
-            throw ValidationError("--sync: expected always, interval or never, got '\(sync)'")
-        }
-        guard syncIntervalMs >= 1 else { throw ValidationError("--sync-interval-ms: at least 1") }
-        guard checkpointLogBytes >= 4096 else { throw ValidationError("--checkpoint-log-bytes: at least 4096") }
-        for (name, value) in [
-            ("--max-connections", maxConnections), ("--max-collections", maxCollections),
-            ("--max-items-per-collection", maxItemsPerCollection),
-        ] where value < 1 {
-            throw ValidationError("\(name): at least 1")
-        }
-        do {
-            _ = try AccessList(parsing: publishers)
-            _ = try AccessList(parsing: subscribers)
-        } catch {
-            throw ValidationError("--publishers/--subscribers: \(error)")
-        }
-    }
+    @Option(help: "Client connections at once.")
+    var maxConnections: Int?
+
+    @Option(help: "Collections at once.")
+    var maxCollections: Int?
+
+    @Option(help: "Items in one collection.")
+    var maxItemsPerCollection: Int?
+
+    @Option(help: "Who may write on the Unix socket: uid:N, gid:N, user:NAME, group:NAME, comma-separated.")
+    var publishers: String?
+
+    @Option(help: "Who may get, list and subscribe on the Unix socket, in the same form.")
+    var subscribers: String?
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        if let checkConfig {
+            do {
+                _ = try ValidatedSettings(try settings(configFile: checkConfig))
+                print("\(checkConfig): ok")
+                return
+            } catch {
+                print("\(error)")
+                throw ExitCode(1)
+            }
         }
-        let logger = Logger(label: "diffcastd")
-        raiseFileDescriptorLimit()
-        var settings = ServerConfiguration(socketPath: socket ?? environment("DIFFCAST_SOCKET") ?? "/tmp/diffcast.sock")
-        settings.tcpAddress = tcp
-        settings.maximumLineBytes = maxLineBytes
-        settings.maximumUnsentBytes = maxUnsentBytes
-        settings.slowSubscriberPolicy = .init(rawValue: slowSubscriberPolicy) ?? .catchUp
-        settings.coalesceWindowMilliseconds = coalesceWindowMs
-        settings.history.versions = historyVersions
-        settings.tcpToken = tcpToken
-        settings.maximumConnections = maxConnections
-        settings.limits = CollectionLimits(collections: maxCollections, itemsPerCollection: maxItemsPerCollection)
+        let initial: DaemonSettings
+        let validated: ValidatedSettings
         do {
-            settings.publishers = try AccessList(parsing: publishers)
-            settings.subscribers = try AccessList(parsing: subscribers)
+            initial = try settings(configFile: config)
+            validated = try ValidatedSettings(initial)
         } catch {
-            logger.critical("cannot start: \(error)")
+            FileHandle.standardError.write(Data("diffcastd: \(error)\n".utf8))
             throw ExitCode(1)
         }
-        var environment: [String: String] = [:]
-        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC"] { environment[name] = self.environment(name) }
+        ReloadableLogHandler.level.withLock { $0 = validated.logLevel }
+        LoggingSystem.bootstrap { ReloadableLogHandler(label: $0) }
+        let logger = Logger(label: "diffcastd")
+        raiseFileDescriptorLimit()
+        let environment = ProcessInfo.processInfo.environment
         let server = Server(
-            configuration: settings, logger: logger, systemd: SystemdIntegration(environment: environment))
+            configuration: validated.server, logger: logger, systemd: SystemdIntegration(environment: environment))
+        server.reloadConfiguration = { reload(from: initial, logger: logger) }
         do {
-            let engine = ApplyEngine(historyLimits: settings.history, limits: settings.limits)
+            let engine = ApplyEngine(historyLimits: validated.server.history, limits: validated.server.limits)
             var store: StateStore?
-            if let stateDir {
-                var options = StateStore.Options()
-                options.sync = SyncPolicy(rawValue: sync) ?? .always
-                options.syncIntervalMilliseconds = syncIntervalMs
-                options.checkpointLogBytes = checkpointLogBytes
-                let opened = try StateStore(directory: stateDir, options: options, logger: logger)
+            if let directory = validated.stateDirectory {
+                let opened = try StateStore(directory: directory, options: validated.store, logger: logger)
                 try opened.recover(into: engine)
                 store = opened
             }
-            let stateDescription =
-                stateDir.map { "\($0) (sync \(sync))" } ?? "in memory only: a restart loses everything"
+            let state =
+                validated.stateDirectory.map { "\($0) (sync \(validated.store.sync.rawValue))" }
+                ?? "in memory only: a restart loses everything"
             try server.run(engine: engine, store: store) {
                 logger.info(
-                    "ready", metadata: ["socket": "\(settings.socketPath ?? "-")", "state": "\(stateDescription)"])
+                    "ready", metadata: ["socket": "\(validated.server.socketPath ?? "-")", "state": "\(state)"])
             }
         } catch {
             logger.critical("cannot start: \(error)")
@@ -159,17 +122,66 @@ struct Diffcastd: ParsableCommand {
         logger.info("stopped")
     }
 
+    /// The defaults, overridden by the file (if any), overridden by the options given.
+    private func settings(configFile: String?) throws -> DaemonSettings {
+        var settings = DaemonSettings()
+        if let configFile {
+            let text: String
+            do {
+                text = try String(contentsOfFile: configFile, encoding: .utf8)
+            } catch {
+                throw SettingsError("\(configFile): cannot read: \(error.localizedDescription)")
+            }
+            settings = try DaemonSettings.load(yaml: text, from: configFile)
+        }
+        if let environmentSocket = ProcessInfo.processInfo.environment["DIFFCAST_SOCKET"], !environmentSocket.isEmpty {
+            settings.socket = environmentSocket
+        }
+        if let socket { settings.socket = socket }
+        if let tcp { settings.tcp = tcp }
+        if let tcpToken { settings.tcpToken = tcpToken }
+        if let logLevel { settings.logLevel = logLevel }
+        if let maxLineBytes { settings.maxLineBytes = maxLineBytes }
+        if let maxUnsentBytes { settings.maxUnsentBytes = maxUnsentBytes }
+        if let slowSubscriberPolicy { settings.slowSubscriberPolicy = slowSubscriberPolicy }
+        if let coalesceWindowMs { settings.coalesceWindowMs = coalesceWindowMs }
+        if let historyVersions { settings.historyVersions = historyVersions }
+        if let stateDir { settings.stateDir = stateDir }
+        if let sync { settings.sync = sync }
+        if let syncIntervalMs { settings.syncIntervalMs = syncIntervalMs }
+        if let checkpointLogBytes { settings.checkpointLogBytes = checkpointLogBytes }
+        if let maxConnections { settings.maxConnections = maxConnections }
+        if let maxCollections { settings.maxCollections = maxCollections }
+        if let maxItemsPerCollection { settings.maxItemsPerCollection = maxItemsPerCollection }
+        if let publishers { settings.publishers = publishers.split(separator: ",").map(String.init) }
+        if let subscribers { settings.subscribers = subscribers.split(separator: ",").map(String.init) }
+        return settings
+    }
+
+    /// SIGHUP: re-reads the file (options given on the command line still win) and returns
+    /// what to apply, or nil when the file is unusable, which is logged and changes nothing.
+    private func reload(from initial: DaemonSettings, logger: Logger) -> ServerConfiguration? {
+        do {
+            let fresh = try settings(configFile: config)
+            let validated = try ValidatedSettings(fresh)
+            let needRestart = ValidatedSettings.changesNeedingRestart(from: initial, to: fresh)
+            if !needRestart.isEmpty {
+                logger.warning(
+                    "changed settings take effect only after a restart", metadata: ["keys": "\(needRestart)"])
+            }
+            ReloadableLogHandler.level.withLock { $0 = validated.logLevel }
+            return validated.server
+        } catch {
+            logger.error("reload failed, keeping the running configuration: \(error)")
+            return nil
+        }
+    }
+
     /// Every client is a file descriptor: take the hard limit, not the usual soft 1024.
     private func raiseFileDescriptorLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    }
-
-    private func environment(_ name: String) -> String? {
-        guard let value = getenv(name) else { return nil }
-        let text = String(cString: value)
-        return text.isEmpty ? nil : text
     }
 }

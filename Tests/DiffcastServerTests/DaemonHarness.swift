@@ -30,7 +30,8 @@ final class Daemon: @unchecked Sendable {
     let directory: URL
     let socketPath: String
     let process = Process()
-    let errorOutput = Pipe()
+    /// The daemon's stderr goes to a file (a pipe nobody reads could fill and block it).
+    let logFile: URL
 
     /// Starts the daemon; `launcher` runs it through another program (e.g. systemd-socket-activate),
     /// given the socket path and the daemon's path; `environment` adds variables.
@@ -41,7 +42,7 @@ final class Daemon: @unchecked Sendable {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.socketPath = socketPath ?? directory.appendingPathComponent("d.sock").path
-        let daemonArguments = ["--socket", self.socketPath, "--log-level", "debug"] + arguments
+        let daemonArguments = ["--socket", self.socketPath, "--log-level", "info"] + arguments
         if let launcher {
             let command = launcher(self.socketPath, Self.binary.path)
             process.executableURL = URL(fileURLWithPath: command[0])
@@ -51,7 +52,9 @@ final class Daemon: @unchecked Sendable {
             process.arguments = daemonArguments
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardError = errorOutput
+        logFile = directory.appendingPathComponent("daemon.log")
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: logFile)
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         if waitForSocket {
@@ -69,9 +72,9 @@ final class Daemon: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// What the daemon logged so far (only after it exited: reading blocks while it runs).
+    /// What the daemon logged so far.
     func log() -> String {
-        String(decoding: errorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
     }
 
     deinit {
@@ -160,6 +163,7 @@ final class Client: @unchecked Sendable {
             guard poll(&poller, 1, Int32(left * 1000)) > 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
             let count = recv(descriptor, &chunk, chunk.count, 0)
+            if count < 0 && errno == EINTR { continue }
             if count <= 0 { return nil }
             buffer.append(contentsOf: chunk[..<count])
         }

@@ -87,6 +87,39 @@ import Testing
         #expect(stopping)
     }
 
+    @Test func checkConfigAcceptsTheShippedFileAndNamesABadKey() throws {
+        let shipped = Self.root.appendingPathComponent("config/diffcastd.yaml").path
+        let good = try run(Daemon.binary.path, ["--check-config", shipped])
+        #expect(good.status == 0 && good.output.contains("ok"), "\(good.output)")
+        let bad = FileManager.default.temporaryDirectory.appendingPathComponent("dc-bad-\(getpid()).yaml")
+        defer { try? FileManager.default.removeItem(at: bad) }
+        try "max_items: 5\n".write(to: bad, atomically: true, encoding: .utf8)
+        let result = try run(Daemon.binary.path, ["--check-config", bad.path])
+        #expect(result.status != 0 && result.output.contains("unknown key 'max_items'"), "\(result.output)")
+    }
+
+    @Test func sighupReloadsALimitWhileASubscriberStaysConnected() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dc-reload-\(getpid()).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "max_collections: 100\n".write(to: file, atomically: true, encoding: .utf8)
+        let daemon = try Daemon(arguments: ["--config", file.path])
+        let subscriber = try Client(path: daemon.socketPath)
+        _ = try subscriber.request("subscribe kept")
+        _ = try subscriber.event()
+        let client = try Client(path: daemon.socketPath)
+        #expect(try client.request(#"apply other {"sections":[]}"#).isOK)
+        try "max_collections: 2\n".write(to: file, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        try waitUntil("the new limit applies") {
+            try client.request(#"apply third {"sections":[]}"#)["error"]?["message"]?.string?.contains(
+                "max_collections (2)")
+                == true
+        }
+        #expect(try client.request(#"append_sections kept {"sections":[{"id":"s"}]}"#).isOK)
+        #expect(try subscriber.event()["event"] == .string("changeset"), "the subscriber is still served")
+        #expect(daemon.stop() == 0)
+    }
+
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/systemd-socket-activate")))
     func socketActivationServesTheInheritedSocket() throws {
         let daemon = try Daemon(launcher: { path, binary in

@@ -1,0 +1,170 @@
+import DiffcastServer
+import Logging
+import Yams
+
+/// Every setting of `diffcastd` with its default. `config/diffcastd.yaml` lists the same keys
+/// with the same values and a comment each; the command line overrides the file.
+public struct DaemonSettings: Codable, Equatable, Sendable {
+    public var socket = "/tmp/diffcast.sock"
+    public var tcp: String?
+    public var tcpToken: String?
+    public var logLevel = "info"
+    public var maxLineBytes = 16 * 1024 * 1024
+    public var maxUnsentBytes = 8 * 1024 * 1024
+    public var slowSubscriberPolicy = "catch_up"
+    public var coalesceWindowMs = 0
+    public var historyVersions = 64
+    public var stateDir: String?
+    public var sync = "always"
+    public var syncIntervalMs = 100
+    public var checkpointLogBytes = 64 * 1024 * 1024
+    public var maxConnections = 10_000
+    public var maxCollections = 100_000
+    public var maxItemsPerCollection = 10_000_000
+    public var publishers: [String] = []
+    public var subscribers: [String] = []
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case socket, tcp, logLevel = "log_level", tcpToken = "tcp_token", maxLineBytes = "max_line_bytes"
+        case maxUnsentBytes = "max_unsent_bytes", slowSubscriberPolicy = "slow_subscriber_policy"
+        case coalesceWindowMs = "coalesce_window_ms", historyVersions = "history_versions", stateDir = "state_dir"
+        case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
+        case maxConnections = "max_connections", maxCollections = "max_collections"
+        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers
+    }
+
+    /// Keys the file leaves out keep their defaults.
+    public init(from decoder: any Decoder) throws {
+        let file = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = DaemonSettings()
+        socket = try file.decodeIfPresent(String.self, forKey: .socket) ?? defaults.socket
+        tcp = try file.decodeIfPresent(String.self, forKey: .tcp)
+        tcpToken = try file.decodeIfPresent(String.self, forKey: .tcpToken)
+        logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
+        maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
+        maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
+        slowSubscriberPolicy =
+            try file.decodeIfPresent(String.self, forKey: .slowSubscriberPolicy) ?? defaults.slowSubscriberPolicy
+        coalesceWindowMs = try file.decodeIfPresent(Int.self, forKey: .coalesceWindowMs) ?? defaults.coalesceWindowMs
+        historyVersions = try file.decodeIfPresent(Int.self, forKey: .historyVersions) ?? defaults.historyVersions
+        stateDir = try file.decodeIfPresent(String.self, forKey: .stateDir)
+        sync = try file.decodeIfPresent(String.self, forKey: .sync) ?? defaults.sync
+        syncIntervalMs = try file.decodeIfPresent(Int.self, forKey: .syncIntervalMs) ?? defaults.syncIntervalMs
+        checkpointLogBytes =
+            try file.decodeIfPresent(Int.self, forKey: .checkpointLogBytes) ?? defaults.checkpointLogBytes
+        maxConnections = try file.decodeIfPresent(Int.self, forKey: .maxConnections) ?? defaults.maxConnections
+        maxCollections = try file.decodeIfPresent(Int.self, forKey: .maxCollections) ?? defaults.maxCollections
+        maxItemsPerCollection =
+            try file.decodeIfPresent(Int.self, forKey: .maxItemsPerCollection) ?? defaults.maxItemsPerCollection
+        publishers = try file.decodeIfPresent([String].self, forKey: .publishers) ?? defaults.publishers
+        subscribers = try file.decodeIfPresent([String].self, forKey: .subscribers) ?? defaults.subscribers
+    }
+
+    /// Reads a configuration file; an unknown key or a value of the wrong type is an error
+    /// naming it.
+    public static func load(yaml text: String, from path: String) throws(SettingsError) -> DaemonSettings {
+        let node: Node?
+        do {
+            node = try Yams.compose(yaml: text)
+        } catch {
+            throw SettingsError("\(path): not YAML: \(error)")
+        }
+        guard let node else { return DaemonSettings() }
+        guard let mapping = node.mapping else { throw SettingsError("\(path): expected key: value lines") }
+        let known = Set(CodingKeys.allCases.map(\.rawValue))
+        for key in mapping.keys {
+            guard let name = key.string, known.contains(name) else {
+                throw SettingsError("\(path): unknown key '\(key.string ?? "?")' (line \(key.mark?.line ?? 0))")
+            }
+        }
+        do {
+            return try YAMLDecoder().decode(DaemonSettings.self, from: node)
+        } catch let DecodingError.typeMismatch(type, context) {
+            throw SettingsError(
+                "\(path): '\(context.codingPath.map(\.stringValue).joined(separator: "."))' must be \(type)")
+        } catch {
+            throw SettingsError("\(path): \(error)")
+        }
+    }
+}
+
+/// A configuration that cannot be used, with the key and reason.
+public struct SettingsError: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Settings turned into what the server, the store and the logger take, every value checked.
+public struct ValidatedSettings: Sendable {
+    public var server: ServerConfiguration
+    public var store: StateStore.Options
+    public var stateDirectory: String?
+    public var logLevel: Logger.Level
+
+    public init(_ settings: DaemonSettings) throws(SettingsError) {
+        guard let level = Logger.Level(rawValue: settings.logLevel) else {
+            throw SettingsError("log_level: expected trace, debug, info, notice, warning, error or critical")
+        }
+        guard let policy = ServerConfiguration.SlowSubscriberPolicy(rawValue: settings.slowSubscriberPolicy) else {
+            throw SettingsError("slow_subscriber_policy: expected catch_up or disconnect")
+        }
+        guard let sync = SyncPolicy(rawValue: settings.sync) else {
+            throw SettingsError("sync: expected always, interval or never")
+        }
+        let minimums: [(String, Int, Int)] = [
+            ("max_line_bytes", settings.maxLineBytes, 1024), ("max_unsent_bytes", settings.maxUnsentBytes, 1024),
+            ("coalesce_window_ms", settings.coalesceWindowMs, 0), ("history_versions", settings.historyVersions, 1),
+            ("sync_interval_ms", settings.syncIntervalMs, 1),
+            ("checkpoint_log_bytes", settings.checkpointLogBytes, 4096),
+            ("max_connections", settings.maxConnections, 1), ("max_collections", settings.maxCollections, 1),
+            ("max_items_per_collection", settings.maxItemsPerCollection, 1),
+        ]
+        for (key, value, minimum) in minimums where value < minimum {
+            throw SettingsError("\(key): at least \(minimum), got \(value)")
+        }
+        var server = ServerConfiguration(socketPath: settings.socket)
+        server.tcpAddress = settings.tcp
+        server.tcpToken = settings.tcpToken
+        server.maximumLineBytes = settings.maxLineBytes
+        server.maximumUnsentBytes = settings.maxUnsentBytes
+        server.slowSubscriberPolicy = policy
+        server.coalesceWindowMilliseconds = settings.coalesceWindowMs
+        server.history.versions = settings.historyVersions
+        server.maximumConnections = settings.maxConnections
+        server.limits = CollectionLimits(
+            collections: settings.maxCollections, itemsPerCollection: settings.maxItemsPerCollection)
+        do {
+            server.publishers = try AccessList(parsing: settings.publishers.joined(separator: ","))
+            server.subscribers = try AccessList(parsing: settings.subscribers.joined(separator: ","))
+        } catch {
+            throw SettingsError("publishers/subscribers: \(error)")
+        }
+        var store = StateStore.Options()
+        store.sync = sync
+        store.syncIntervalMilliseconds = settings.syncIntervalMs
+        store.checkpointLogBytes = settings.checkpointLogBytes
+        self.server = server
+        self.store = store
+        self.stateDirectory = settings.stateDir
+        self.logLevel = level
+    }
+
+    /// The settings that differ between two configurations and need a restart to take effect.
+    public static func changesNeedingRestart(from old: DaemonSettings, to new: DaemonSettings) -> [String] {
+        var keys: [String] = []
+        if old.socket != new.socket { keys.append("socket") }
+        if old.tcp != new.tcp { keys.append("tcp") }
+        if old.stateDir != new.stateDir { keys.append("state_dir") }
+        if old.sync != new.sync { keys.append("sync") }
+        if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }
+        if old.checkpointLogBytes != new.checkpointLogBytes { keys.append("checkpoint_log_bytes") }
+        if old.coalesceWindowMs != new.coalesceWindowMs { keys.append("coalesce_window_ms") }
+        if old.historyVersions != new.historyVersions { keys.append("history_versions") }
+        return keys
+    }
+}

@@ -1,0 +1,59 @@
+import DiffcastConfiguration
+import DiffcastServer
+import Foundation
+import Testing
+
+@Suite struct DaemonSettingsTests {
+    static let shippedFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("config/diffcastd.yaml")
+
+    @Test func theShippedFileHoldsExactlyTheEmbeddedDefaults() throws {
+        let text = try String(contentsOf: Self.shippedFile, encoding: .utf8)
+        let settings = try DaemonSettings.load(yaml: text, from: "diffcastd.yaml")
+        #expect(settings == DaemonSettings())
+        _ = try ValidatedSettings(settings)
+        // Every key appears in the file, so every option is documented there.
+        for key in [
+            "socket", "tcp", "tcp_token", "log_level", "max_line_bytes", "max_unsent_bytes",
+            "slow_subscriber_policy", "coalesce_window_ms", "history_versions", "state_dir", "sync",
+            "sync_interval_ms", "checkpoint_log_bytes", "max_connections", "max_collections",
+            "max_items_per_collection", "publishers", "subscribers",
+        ] {
+            #expect(text.contains("\n\(key): "), "\(key) is not in the shipped file")
+        }
+    }
+
+    @Test func anUnknownKeyIsNamed() {
+        #expect(throws: SettingsError.self) { try DaemonSettings.load(yaml: "max_conections: 5\n", from: "f.yaml") }
+        do {
+            _ = try DaemonSettings.load(yaml: "log_level: info\nmax_conections: 5\n", from: "f.yaml")
+        } catch {
+            #expect(error.description.contains("unknown key 'max_conections'"))
+        }
+    }
+
+    @Test func aBadValueIsNamed() throws {
+        do {
+            _ = try DaemonSettings.load(yaml: "max_line_bytes: lots\n", from: "f.yaml")
+            Issue.record("a string for an integer was accepted")
+        } catch {
+            #expect(error.description.contains("max_line_bytes"))
+        }
+        let small = try DaemonSettings.load(yaml: "max_line_bytes: 10\n", from: "f.yaml")
+        #expect(throws: SettingsError.self) { try ValidatedSettings(small) }
+        do {
+            _ = try ValidatedSettings(try DaemonSettings.load(yaml: "sync: sometimes\n", from: "f.yaml"))
+        } catch {
+            #expect(error.description.contains("sync"))
+        }
+    }
+
+    @Test func aPartialFileKeepsTheOtherDefaults() throws {
+        let settings = try DaemonSettings.load(yaml: "max_collections: 7\npublishers: [uid:0]\n", from: "f.yaml")
+        #expect(settings.maxCollections == 7 && settings.publishers == ["uid:0"])
+        #expect(settings.maxLineBytes == DaemonSettings().maxLineBytes)
+        let validated = try ValidatedSettings(settings)
+        #expect(validated.server.limits.collections == 7)
+        #expect(validated.server.publishers.userIDs == [0])
+    }
+}
