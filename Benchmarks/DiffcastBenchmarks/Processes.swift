@@ -100,6 +100,8 @@ final class UnixSocket: @unchecked Sendable {
             let sent = bytes[offset...].withUnsafeBytes {
                 Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
             }
+            // SIGCHLD from exiting child processes may interrupt the call.
+            if sent < 0 && errno == EINTR { continue }
             guard sent > 0 else { throw BenchmarkError("send: errno \(errno)") }
             offset += sent
         }

@@ -110,10 +110,12 @@ import Testing
         #expect(try client.request(#"apply other {"sections":[]}"#).isOK)
         try "max_collections: 2\n".write(to: file, atomically: true, encoding: .utf8)
         kill(daemon.pid, SIGHUP)
+        var attempt = 0
         try waitUntil("the new limit applies") {
-            try client.request(#"apply third {"sections":[]}"#)["error"]?["message"]?.string?.contains(
-                "max_collections (2)")
-                == true
+            // A new name each time: one created before the reload exists afterwards.
+            attempt += 1
+            let response = try client.request(#"apply new\#(attempt) {"sections":[]}"#)
+            return response["error"]?["message"]?.string?.contains("max_collections (2)") == true
         }
         #expect(try client.request(#"append_sections kept {"sections":[{"id":"s"}]}"#).isOK)
         #expect(try subscriber.event()["event"] == .string("changeset"), "the subscriber is still served")
