@@ -20,18 +20,8 @@ enum Listener {
         }
         let handle = allocateHandle(UV_NAMED_PIPE)
         uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
-        var result = uv_pipe_bind(handle.assumingMemoryBound(to: uv_pipe_t.self), path)
-        if result == 0 {
-            result = uv_listen(dc_stream(handle), backlog) { stream, status in
-                Listener.didConnect(stream, status: status, type: UV_NAMED_PIPE)
-            }
-        }
-        guard result == 0 else {
-            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
-            throw ServerError.libuv("listening on \(path)", result)
-        }
-        server.logger.info("listening", metadata: ["socket": "\(path)"])
-        return handle
+        let bound = uv_pipe_bind(handle.assumingMemoryBound(to: uv_pipe_t.self), path)
+        return try listen(handle, bound: bound, describedAs: "socket \(path)", server: server)
     }
 
     /// A TCP listener on `host:port` (IPv4 or IPv6 literal).
@@ -48,22 +38,12 @@ enum Listener {
         guard parsed else { throw ServerError.badAddress(address) }
         let handle = allocateHandle(UV_TCP)
         uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
-        var result = withUnsafePointer(to: &storage) { pointer in
+        let bound = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
             }
         }
-        if result == 0 {
-            result = uv_listen(dc_stream(handle), backlog) { stream, status in
-                Listener.didConnect(stream, status: status, type: UV_TCP)
-            }
-        }
-        guard result == 0 else {
-            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
-            throw ServerError.libuv("listening on \(address)", result)
-        }
-        server.logger.info("listening", metadata: ["tcp": "\(address)"])
-        return handle
+        return try listen(handle, bound: bound, describedAs: "tcp \(address)", server: server)
     }
 
     /// A listening socket inherited from systemd's socket activation (Unix or TCP).
@@ -76,26 +56,33 @@ enum Listener {
             } == 0 && address.ss_family == sa_family_t(AF_UNIX)
         let type = isUnix ? UV_NAMED_PIPE : UV_TCP
         let handle = allocateHandle(type)
-        var result: Int32
+        let opened: Int32
         if isUnix {
             uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
-            result = uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
+            opened = uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
         } else {
             uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
-            result = uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
+            opened = uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
         }
+        return try listen(handle, bound: opened, describedAs: "inherited fd \(descriptor)", server: server)
+    }
+
+    /// Starts listening on a bound (or inherited) handle; on any failure closes it and throws.
+    private static func listen(
+        _ handle: UnsafeMutableRawPointer, bound: Int32, describedAs what: String, server: Server
+    ) throws -> UnsafeMutableRawPointer {
+        var result = bound
         if result == 0 {
             result = uv_listen(dc_stream(handle), backlog) { stream, status in
-                Listener.didConnect(
-                    stream, status: status, type: stream.map { dc_handle($0).pointee.type } ?? UV_NAMED_PIPE)
+                guard let stream else { return }
+                Listener.didConnect(stream, status: status, type: dc_handle(stream).pointee.type)
             }
         }
         guard result == 0 else {
             uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
-            throw ServerError.libuv("listening on inherited socket \(descriptor)", result)
+            throw ServerError.libuv("listening on \(what)", result)
         }
-        server.logger.info(
-            "listening", metadata: ["inherited_fd": "\(descriptor)", "kind": "\(isUnix ? "unix" : "tcp")"])
+        server.logger.info("listening on \(what)")
         return handle
     }
 
