@@ -131,7 +131,11 @@ struct DiffBenchmark: ParsableCommand {
                     var listed = 0
                     for run in 0..<runs {
                         var document = base
-                        // Prime the position index of the copy, as a long-running daemon has it.
+                        // The daemon's document is never shared: make this copy unique (a write
+                        // and its undo) and its position index current before the clock starts.
+                        try? document.apply(.appendItems([Item(id: "warm-up")], section: nil))
+                        try? document.apply(.deleteItems(["warm-up"]))
+                        _ = document.takeMarks()
                         _ = document.location(of: allIDs[0])
                         let operations = (0..<batch).map { index in
                             smallWrite(op, index: index, run: run, ids: allIDs, using: &rng)

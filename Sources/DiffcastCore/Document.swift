@@ -275,24 +275,37 @@ public struct Document: Sendable {
         }
     }
 
+    /// A few items are removed one by one where they stand; many from one section in one pass.
     private mutating func deleteItems(_ ids: Set<Identifier>) {
-        var sectionsTouched = Set<Int>()
+        var idsBySection: [Int: [Identifier]] = [:]
+        var positions: [Identifier: Int] = [:]
         for id in ids {
-            if let sectionID = directory[id]?.section, let index = snapshot.sectionPositions[sectionID] {
-                sectionsTouched.insert(index)
+            if let (section, item) = location(of: id) {
+                idsBySection[section, default: []].append(id)
+                positions[id] = item
             }
+        }
+        for id in ids {
             setLocation(nil, for: id)
             marks.forgetItem(id)
         }
-        for index in sectionsTouched {
+        for (index, sectionIDs) in idsBySection {
             let revision = nextRevision()
+            let onePass = sectionIDs.count > Self.deletionsRemovedOneByOne
+            let descending = sectionIDs.compactMap { positions[$0] }.sorted(by: >)
             snapshot.withSection(at: index) { section in
-                section.items.removeAll { ids.contains($0.id) }
+                if onePass {
+                    section.items.removeAll { ids.contains($0.id) }
+                } else {
+                    for position in descending { section.items.remove(at: position) }
+                }
                 section.structureRevision = revision
                 section.contentRevision = revision
             }
         }
     }
+
+    private static let deletionsRemovedOneByOne = 16
 
     private mutating func moveItem(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
         guard let source = location(of: id) else { throw .unknownItem(id) }
