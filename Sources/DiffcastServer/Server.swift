@@ -429,7 +429,7 @@ public final class Server {
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.initialize(to: uv_write_t())
         request.pointee.data = Unmanaged.passRetained(context).toOpaque()
-        let result = uv_write(request, dc_stream(connection.handle), context.buffers, UInt32(chunks.count)) {
+        let result = uv_write(request, dc_stream(connection.handle), context.buffers, context.bufferCount) {
             request, status in
             guard let request, let data = request.pointee.data else { return }
             let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
@@ -616,17 +616,31 @@ final class WriteContext {
     let connection: ConnectionID
     let chunks: [SharedBytes]
     let buffers: UnsafeMutablePointer<uv_buf_t>
+    let bufferCount: UInt32
     let byteCount: Int
+    /// A `uv_buf_t` holds at most 4 GiB: a larger event (a snapshot of a huge collection) is
+    /// written as several buffers.
+    private static let largestBuffer = 1 << 30
 
     init(connection: ConnectionID, chunks: [SharedBytes]) {
         self.connection = connection
         self.chunks = chunks
-        buffers = .allocate(capacity: max(chunks.count, 1))
+        let pieces = chunks.reduce(0) { $0 + max(1, ($1.count + Self.largestBuffer - 1) / Self.largestBuffer) }
+        buffers = .allocate(capacity: max(pieces, 1))
+        var count = 0
         var total = 0
-        for (index, chunk) in chunks.enumerated() {
-            buffers[index] = uv_buf_init(chunk.pointer.assumingMemoryBound(to: CChar.self), UInt32(chunk.count))
+        for chunk in chunks {
+            var offset = 0
+            repeat {
+                let length = min(chunk.count - offset, Self.largestBuffer)
+                buffers[count] = uv_buf_init(
+                    (chunk.pointer + offset).assumingMemoryBound(to: CChar.self), UInt32(length))
+                count += 1
+                offset += length
+            } while offset < chunk.count
             total += chunk.count
         }
+        bufferCount = UInt32(count)
         byteCount = total
     }
 
