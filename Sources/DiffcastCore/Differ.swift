@@ -23,7 +23,13 @@ public enum Differ {
     public static func changeset(from old: Snapshot, to new: Snapshot, hints: Hints? = nil) -> Changeset {
         var changeset = Changeset()
         diffSections(old, new, into: &changeset.sections)
-        diffItemsOfRestructuredSections(old, new, into: &changeset.items)
+        if let hints, !hints.marks.replacedEverything,
+            let items = itemChangesAlongUntouchedItems(old, new, restructured: hints.marks.restructuredItems)
+        {
+            changeset.items = items
+        } else {
+            diffItemsOfRestructuredSections(old, new, into: &changeset.items)
+        }
         diffDataOfUnrestructuredSections(old, new, hints: hints, into: &changeset.items)
         if let hints {
             addMarks(hints, new: new, into: &changeset)
@@ -148,6 +154,93 @@ public enum Differ {
             changes.deleted.append(oldPath)
         }
         changes.deleted.sort()
+    }
+
+    /// Where an item the writes restructured stood: its position, and how many untouched items
+    /// of its section came before it (its gap in the untouched "backbone").
+    private struct TouchedPlace {
+        var path: ItemPath
+        var sectionID: Identifier
+        var gap: Int
+    }
+
+    /// The item changes when the writes say which items they inserted, deleted or moved: every
+    /// other item kept its relative order, so old and new sections are walked side by side
+    /// comparing identifiers (no hashing), and only the restructured items are classified.
+    /// Moves obey the longest-increasing-subsequence rule against the untouched items. Returns
+    /// nil when sections came or went, or the walk finds the premise broken; the caller then
+    /// runs the full diff.
+    private static func itemChangesAlongUntouchedItems(
+        _ old: Snapshot, _ new: Snapshot, restructured: Set<Identifier>
+    ) -> ItemChanges? {
+        guard old.sections.count == new.sections.count,
+            new.sections.allSatisfy({ old.sectionPositions[$0.id] != nil })
+        else { return nil }
+        var changes = ItemChanges()
+        var oldPlaces: [Identifier: TouchedPlace] = [:]
+        var newPlaces: [Identifier: TouchedPlace] = [:]
+        for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
+            guard let oldSectionIndex = old.sectionPositions[section.id] else { return nil }
+            let oldItems = old.sections[oldSectionIndex].items
+            let newItems = section.items
+            var oldIndex = 0
+            var newIndex = 0
+            var gap = 0
+            while oldIndex < oldItems.count || newIndex < newItems.count {
+                if oldIndex < oldItems.count, newIndex < newItems.count, oldItems[oldIndex].id == newItems[newIndex].id
+                {
+                    let item = newItems[newIndex]
+                    if oldItems[oldIndex].data != item.data {
+                        changes.updated.append(
+                            .init(at: ItemPath(newSectionIndex, newIndex), id: item.id, data: item.data))
+                    }
+                    gap += 1
+                    oldIndex += 1
+                    newIndex += 1
+                } else if oldIndex < oldItems.count, restructured.contains(oldItems[oldIndex].id) {
+                    oldPlaces[oldItems[oldIndex].id] = TouchedPlace(
+                        path: ItemPath(oldSectionIndex, oldIndex), sectionID: section.id, gap: gap)
+                    oldIndex += 1
+                } else if newIndex < newItems.count, restructured.contains(newItems[newIndex].id) {
+                    newPlaces[newItems[newIndex].id] = TouchedPlace(
+                        path: ItemPath(newSectionIndex, newIndex), sectionID: section.id, gap: gap)
+                    newIndex += 1
+                } else {
+                    return nil
+                }
+            }
+        }
+        // Survivors that stayed in their section and gap may stay put: per gap, those on one
+        // longest increasing subsequence of old positions do; the rest are moves.
+        var stayCandidates: [String: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
+        for (id, newPlace) in newPlaces {
+            guard let oldPlace = oldPlaces.removeValue(forKey: id) else {
+                let item = new.sections[newPlace.path.section].items[newPlace.path.item]
+                changes.inserted.append(.init(at: newPlace.path, id: id, data: item.data))
+                continue
+            }
+            let oldData = old.sections[oldPlace.path.section].items[oldPlace.path.item].data
+            let newData = new.sections[newPlace.path.section].items[newPlace.path.item].data
+            if oldData != newData {
+                changes.updated.append(.init(at: newPlace.path, id: id, data: newData))
+            }
+            if oldPlace.sectionID == newPlace.sectionID && oldPlace.gap == newPlace.gap {
+                stayCandidates["\(newPlace.sectionID.utf8.count):\(newPlace.sectionID):\(newPlace.gap)", default: []]
+                    .append((id, oldPlace, newPlace))
+            } else {
+                changes.moved.append(.init(from: oldPlace.path, to: newPlace.path, id: id))
+            }
+        }
+        for (_, group) in stayCandidates {
+            let ordered = group.sorted { $0.new.path.item < $1.new.path.item }
+            let staying = longestIncreasingSubsequenceMembers(ordered.map(\.old.path.item))
+            for (rank, stays) in staying.enumerated() where !stays {
+                let candidate = ordered[rank]
+                changes.moved.append(.init(from: candidate.old.path, to: candidate.new.path, id: candidate.id))
+            }
+        }
+        changes.deleted = oldPlaces.values.map(\.path).sorted()
+        return changes
     }
 
     /// Sections whose item order is the same on both sides but whose content revision differs

@@ -198,6 +198,7 @@ public struct Document: Sendable {
         }
         let alive = { (id: Identifier) in newDirectory[id] != nil }
         marks.keepItems(where: alive)
+        marks.replacedEverything = true
         marks.reloadedSections = marks.reloadedSections.filter { sectionIDs.contains($0) }
     }
 
@@ -213,6 +214,7 @@ public struct Document: Sendable {
             let section = Section(id: input.id, data: input.data, items: input.items, revision: nextRevision())
             for (index, item) in input.items.enumerated() {
                 setLocation(ItemLocation(section: input.id, index: index), for: item.id)
+                marks.restructuredItems.insert(item.id)
             }
             indexedRevisions[input.id] = section.structureRevision
             sections.append(section)
@@ -228,6 +230,7 @@ public struct Document: Sendable {
             for item in section.items {
                 setLocation(nil, for: item.id)
                 marks.forgetItem(item.id)
+                marks.restructuredItems.insert(item.id)
             }
             marks.reloadedSections.remove(section.id)
             indexedRevisions[section.id] = nil
@@ -262,6 +265,7 @@ public struct Document: Sendable {
         let sectionID = snapshot.sections[sectionIndex].id
         for (offset, item) in items.enumerated() {
             setLocation(ItemLocation(section: sectionID, index: position + offset), for: item.id)
+            marks.restructuredItems.insert(item.id)
         }
         let revision = nextRevision()
         let wasIndexed = isIndexed(sectionAt: sectionIndex)
@@ -289,6 +293,7 @@ public struct Document: Sendable {
         for id in ids {
             setLocation(nil, for: id)
             marks.forgetItem(id)
+            marks.restructuredItems.insert(id)
         }
         for (index, sectionIDs) in idsBySection {
             let revision = nextRevision()
@@ -382,13 +387,13 @@ public struct ChangeMarks: Sendable, Equatable {
     /// Items whose data a write set: the differ checks only these in sections whose item
     /// order did not change.
     public var dataChangedItems = Set<Identifier>()
+    /// Items a write inserted, deleted or moved. Every other item kept its relative order,
+    /// which lets the differ walk changed sections without hashing them.
+    public var restructuredItems = Set<Identifier>()
+    /// A write replaced the whole collection (`apply`, `delete_all`): only a full diff says what changed.
+    public var replacedEverything = false
 
     public init() {}
-
-    /// Whether a changeset must be published even when the diff finds nothing.
-    public var requiresPublication: Bool {
-        !reloadedItems.isEmpty || !reconfiguredItems.isEmpty || !reloadedSections.isEmpty
-    }
 
     mutating func forgetItem(_ id: Identifier) {
         reloadedItems.remove(id)

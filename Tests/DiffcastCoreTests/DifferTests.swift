@@ -28,6 +28,28 @@ import Testing
         #expect(changes.sections.moved == [.init(from: 0, to: 4, id: "P")])
     }
 
+    @Test func movesByWritesKeepEveryUntouchedItemInPlace() throws {
+        let ids = (0..<100).map { "x\($0)" }
+        var document = try document([("s", ids)])
+        var base = document.snapshot
+        try document.apply(.moveItem("x0", anchor: .after("x99")))
+        #expect(
+            document.changeset(since: base).items.moved == [.init(from: ItemPath(0, 0), to: ItemPath(0, 99), id: "x0")])
+        base = document.snapshot
+        // Moved to where it already is: nothing to publish.
+        try document.apply(.moveItem("x50", anchor: .after("x49")))
+        #expect(document.changeset(since: base).isEmpty)
+        base = document.snapshot
+        try document.apply(.moveItem("x10", anchor: .before("x20")))
+        try document.apply(.moveItem("x11", anchor: .before("x20")))
+        try document.apply(.deleteItems(["x30"]))
+        try document.apply(.insertItems([Item(id: "n")], anchor: .after("x40")))
+        let changes = document.changeset(since: base)
+        #expect(changes.items.moved.count == 2)
+        #expect(changes.items.deleted.count == 1 && changes.items.inserted.count == 1)
+        #expect(try changes.apply(to: base.outline) == document.snapshot.outline)
+    }
+
     @Test func aDataChangeIsOneUpdateAndNothingElse() throws {
         var document = Document()
         try document.apply(
