@@ -165,7 +165,7 @@ struct PipelineBenchmark: ParsableCommand {
             .count
     }
 
-    private let redisSubscribeReplyBytes = "*3\r\n$9\r\nsubscribe\r\n$5\r\nbench\r\n:1\r\n".utf8.count
+    private var redisSubscribeReplyBytes: Int { "*3\r\n$9\r\nsubscribe\r\n$5\r\nbench\r\n:1\r\n".utf8.count }
 
     private func fanOutRedis(_ path: String) throws -> FanOut {
         let server = try ServerProcess.redis(socketPath: path)

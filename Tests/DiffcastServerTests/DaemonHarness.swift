@@ -53,7 +53,9 @@ final class Daemon: @unchecked Sendable {
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         logFile = directory.appendingPathComponent("daemon.log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else {
+            throw HarnessError.failed("cannot create \(logFile.path)")
+        }
         process.standardError = try FileHandle(forWritingTo: logFile)
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -60,6 +60,24 @@ import Testing
         #expect(try Client(path: first.socketPath).request("ping").isOK)
     }
 
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/prlimit")))
+    func runningOutOfDescriptorsDoesNotSpinTheLoop() throws {
+        let daemon = try Daemon(launcher: { _, binary in ["/usr/bin/prlimit", "--nofile=64:64", binary] })
+        let clients = try (0..<150).map { _ in try Client(path: daemon.socketPath) }
+        let cpuTicks = { () throws -> Int in
+            let fields = try String(contentsOfFile: "/proc/\(daemon.pid)/stat", encoding: .utf8).split(separator: " ")
+            return (Int(fields[13]) ?? 0) + (Int(fields[14]) ?? 0)
+        }
+        let before = try cpuTicks()
+        usleep(1_000_000)
+        // Clock ticks (1/100 s) of CPU in one second past the limit: an accept loop would use ~100.
+        #expect(try cpuTicks() - before < 20)
+        for client in clients { client.close() }
+        try waitUntil("the daemon serves again") {
+            (try? Client(path: daemon.socketPath).request("ping").isOK) == true
+        }
+    }
+
     @Test func aSocketPathThatIsTooLongIsRefused() throws {
         let long = "/tmp/" + String(repeating: "d", count: 120) + ".sock"
         let daemon = try Daemon(socketPath: long, waitForSocket: false)
