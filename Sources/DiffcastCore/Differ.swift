@@ -72,10 +72,8 @@ public enum Differ {
     /// the same order: they stay put, so only the middle needs hashing. Data changes among them
     /// are listed as the scan finds them.
     private static func commonEnds(
-        old: Section, oldSectionIndex: Int, new: Section, newSectionIndex: Int, into changes: inout ItemChanges
+        old oldItems: [Item], new newItems: [Item], newSectionIndex: Int, into changes: inout ItemChanges
     ) -> (prefix: Int, suffix: Int) {
-        let oldItems = old.items
-        let newItems = new.items
         let limit = min(oldItems.count, newItems.count)
         var prefix = 0
         while prefix < limit, oldItems[prefix].id == newItems[prefix].id {
@@ -102,28 +100,39 @@ public enum Differ {
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
+        // Flat copies of the restructured sections: walking them beats locating every position.
+        var oldItemsBySection: [Int: [Item]] = [:]
+        for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
+            oldItemsBySection[sectionIndex] = Array(section.items)
+        }
+        var newItemsBySection: [Int: [Item]] = [:]
+        for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
+            newItemsBySection[sectionIndex] = Array(section.items)
+        }
         var middles: [Identifier: (prefix: Int, suffix: Int)] = [:]
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.sectionPositions[section.id] else { continue }
             middles[section.id] = commonEnds(
-                old: old.sections[oldSectionIndex], oldSectionIndex: oldSectionIndex, new: section,
+                old: oldItemsBySection[oldSectionIndex] ?? [], new: newItemsBySection[sectionIndex] ?? [],
                 newSectionIndex: sectionIndex, into: &changes)
         }
         var oldLocations: [Identifier: ItemPath] = [:]
         for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
+            let items = oldItemsBySection[sectionIndex] ?? []
             let ends = middles[section.id] ?? (0, 0)
-            let middle = ends.prefix..<(section.items.count - ends.suffix)
+            let middle = ends.prefix..<(items.count - ends.suffix)
             oldLocations.reserveCapacity(oldLocations.count + middle.count)
             for itemIndex in middle {
-                oldLocations[section.items[itemIndex].id] = ItemPath(sectionIndex, itemIndex)
+                oldLocations[items[itemIndex].id] = ItemPath(sectionIndex, itemIndex)
             }
         }
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             let oldSectionIndex = old.sectionPositions[section.id]
             let ends = middles[section.id] ?? (0, 0)
+            let items = newItemsBySection[sectionIndex] ?? []
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
-            for itemIndex in ends.prefix..<(section.items.count - ends.suffix) {
-                let item = section.items[itemIndex]
+            for itemIndex in ends.prefix..<(items.count - ends.suffix) {
+                let item = items[itemIndex]
                 let newPath = ItemPath(sectionIndex, itemIndex)
                 guard let oldPath = oldLocations.removeValue(forKey: item.id) else {
                     changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))
@@ -134,7 +143,7 @@ public enum Differ {
                 } else {
                     changes.moved.append(.init(from: oldPath, to: newPath, id: item.id))
                 }
-                if old.sections[oldPath.section].items[oldPath.item].data != item.data {
+                if oldItemsBySection[oldPath.section]?[oldPath.item].data != item.data {
                     changes.updated.append(.init(at: newPath, id: item.id, data: item.data))
                 }
             }
@@ -146,7 +155,7 @@ public enum Differ {
                     .init(
                         from: ItemPath(oldSectionIndex, candidate.oldIndex),
                         to: ItemPath(sectionIndex, candidate.newIndex),
-                        id: section.items[candidate.newIndex].id))
+                        id: items[candidate.newIndex].id))
             }
         }
         // What is left was removed; items of deleted sections go with their section unlisted.
@@ -181,30 +190,35 @@ public enum Differ {
         var newPlaces: [Identifier: TouchedPlace] = [:]
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.sectionPositions[section.id] else { return nil }
-            let oldItems = old.sections[oldSectionIndex].items
-            let newItems = section.items
-            var oldIndex = 0
-            var newIndex = 0
+            var oldCursor = ItemList.Cursor(old.sections[oldSectionIndex].items)
+            var newCursor = ItemList.Cursor(section.items)
             var gap = 0
-            while oldIndex < oldItems.count || newIndex < newItems.count {
-                if oldIndex < oldItems.count, newIndex < newItems.count, oldItems[oldIndex].id == newItems[newIndex].id
+            while !oldCursor.atEnd || !newCursor.atEnd {
+                if oldCursor.atChunkStart, newCursor.atChunkStart,
+                    oldCursor.currentChunk.id == newCursor.currentChunk.id,
+                    oldCursor.currentChunk.revision == newCursor.currentChunk.revision
                 {
-                    let item = newItems[newIndex]
-                    if oldItems[oldIndex].data != item.data {
+                    // A chunk both versions share: its items are the same, in place.
+                    gap += oldCursor.currentChunk.items.count
+                    oldCursor.skipChunk()
+                    newCursor.skipChunk()
+                } else if !oldCursor.atEnd, !newCursor.atEnd, oldCursor.item.id == newCursor.item.id {
+                    let item = newCursor.item
+                    if oldCursor.item.data != item.data {
                         changes.updated.append(
-                            .init(at: ItemPath(newSectionIndex, newIndex), id: item.id, data: item.data))
+                            .init(at: ItemPath(newSectionIndex, newCursor.position), id: item.id, data: item.data))
                     }
                     gap += 1
-                    oldIndex += 1
-                    newIndex += 1
-                } else if oldIndex < oldItems.count, restructured.contains(oldItems[oldIndex].id) {
-                    oldPlaces[oldItems[oldIndex].id] = TouchedPlace(
-                        path: ItemPath(oldSectionIndex, oldIndex), sectionID: section.id, gap: gap)
-                    oldIndex += 1
-                } else if newIndex < newItems.count, restructured.contains(newItems[newIndex].id) {
-                    newPlaces[newItems[newIndex].id] = TouchedPlace(
-                        path: ItemPath(newSectionIndex, newIndex), sectionID: section.id, gap: gap)
-                    newIndex += 1
+                    oldCursor.advance()
+                    newCursor.advance()
+                } else if !oldCursor.atEnd, restructured.contains(oldCursor.item.id) {
+                    oldPlaces[oldCursor.item.id] = TouchedPlace(
+                        path: ItemPath(oldSectionIndex, oldCursor.position), sectionID: section.id, gap: gap)
+                    oldCursor.advance()
+                } else if !newCursor.atEnd, restructured.contains(newCursor.item.id) {
+                    newPlaces[newCursor.item.id] = TouchedPlace(
+                        path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
+                    newCursor.advance()
                 } else {
                     return nil
                 }
@@ -270,8 +284,8 @@ public enum Differ {
             guard oldSection.structureRevision.provesEqual(to: section.structureRevision),
                 !oldSection.contentRevision.provesEqual(to: section.contentRevision)
             else { continue }
-            for (itemIndex, item) in section.items.enumerated()
-            where oldSection.items[itemIndex].data != item.data {
+            for (itemIndex, (oldItem, item)) in zip(oldSection.items, section.items).enumerated()
+            where oldItem.data != item.data {
                 changes.updated.append(.init(at: ItemPath(sectionIndex, itemIndex), id: item.id, data: item.data))
             }
         }

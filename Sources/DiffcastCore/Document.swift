@@ -5,12 +5,8 @@
 /// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
 public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
-    /// The section of every item, and its index there when that section is indexed.
+    /// The section and chunk of every item.
     private var directory: [Identifier: ItemLocation] = [:]
-    /// The structure revision for which the indices of a section's items in `directory` hold.
-    private var indexedRevisions: [Identifier: Revision] = [:]
-    /// Lookups by scanning at a section's current structure revision.
-    private var staleLookups: [Identifier: (revision: Revision, count: Int)] = [:]
     private var lastRevision: UInt64 = 0
     private var marks = ChangeMarks()
     private var undo: UndoLog?
@@ -30,31 +26,14 @@ public struct Document: Sendable {
 
     public func containsItem(_ id: Identifier) -> Bool { directory[id] != nil }
 
-    /// The position of an item in the current snapshot, or nil when there is no such item.
-    ///
-    /// O(1) while the item's section is indexed. After a structural change a few lookups scan
-    /// the section (comparing identifiers is far cheaper than re-hashing them all); a section
-    /// looked up repeatedly at the same structure is indexed again.
-    public mutating func location(of id: Identifier) -> (section: Int, item: Int)? {
-        guard let sectionID = directory[id]?.section,
-            let sectionIndex = snapshot.sectionPositions[sectionID]
+    /// The position of an item in the current snapshot, or nil when there is no such item: a
+    /// scan of its section's chunk table and of one chunk, never of the whole section.
+    public func location(of id: Identifier) -> (section: Int, item: Int)? {
+        guard let location = directory[id], let sectionIndex = snapshot.sectionPositions[location.section],
+            let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: location.chunk)
         else { return nil }
-        if !isIndexed(sectionAt: sectionIndex) {
-            let revision = snapshot.sections[sectionIndex].structureRevision
-            var scans = staleLookups[sectionID] ?? (revision, 0)
-            scans = scans.revision == revision ? (revision, scans.count + 1) : (revision, 1)
-            staleLookups[sectionID] = scans
-            guard scans.count > Self.scansBeforeReindexing else {
-                return snapshot.sections[sectionIndex].items.firstIndex { $0.id == id }.map { (sectionIndex, $0) }
-            }
-            indexItems(ofSectionAt: sectionIndex)
-        }
-        guard let itemIndex = directory[id]?.index else { return nil }
         return (sectionIndex, itemIndex)
     }
-
-    /// Re-hashing a section costs about as much as 25 scans of it (measured at 1M items).
-    private static let scansBeforeReindexing = 32
 
     /// Hands over what the writes since the last call asked to be listed, and starts afresh.
     public mutating func takeMarks() -> ChangeMarks {
@@ -97,7 +76,6 @@ public struct Document: Sendable {
         }
         snapshot = log.snapshot
         marks = log.marks
-        indexedRevisions.removeAll(keepingCapacity: true)
     }
 
     private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
@@ -171,13 +149,19 @@ public struct Document: Sendable {
         for input in inputs where !sectionIDs.insert(input.id).inserted {
             throw .duplicateIdentifier(kind: .section, id: input.id)
         }
+        let sections = inputs.map { input in
+            Section(id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
+        }
         var newDirectory: [Identifier: ItemLocation] = [:]
         newDirectory.reserveCapacity(inputs.reduce(0) { $0 + $1.items.count })
-        for input in inputs {
-            for (index, item) in input.items.enumerated()
-            where newDirectory.updateValue(ItemLocation(section: input.id, index: index), forKey: item.id) != nil {
-                throw .duplicateIdentifier(kind: .item, id: item.id)
+        for section in sections {
+            var duplicate: Identifier?
+            section.items.forEachPlacement { id, chunk in
+                if newDirectory.updateValue(ItemLocation(section: section.id, chunk: chunk), forKey: id) != nil {
+                    duplicate = duplicate ?? id
+                }
             }
+            if let duplicate { throw .duplicateIdentifier(kind: .item, id: duplicate) }
         }
         if undo != nil {
             for (id, location) in directory where newDirectory[id] == nil {
@@ -188,14 +172,7 @@ public struct Document: Sendable {
             }
         }
         directory = newDirectory
-        let sections = inputs.map { input in
-            Section(id: input.id, data: input.data, items: input.items, revision: nextRevision())
-        }
         snapshot.replaceSections(sections)
-        indexedRevisions.removeAll(keepingCapacity: true)
-        for section in sections {
-            indexedRevisions[section.id] = section.structureRevision
-        }
         let alive = { (id: Identifier) in newDirectory[id] != nil }
         marks.keepItems(where: alive)
         marks.replacedEverything = true
@@ -211,12 +188,12 @@ public struct Document: Sendable {
         try checkNewItems(inputs.flatMap(\.items))
         var sections: [Section] = []
         for input in inputs {
-            let section = Section(id: input.id, data: input.data, items: input.items, revision: nextRevision())
-            for (index, item) in input.items.enumerated() {
-                setLocation(ItemLocation(section: input.id, index: index), for: item.id)
-                marks.restructuredItems.insert(item.id)
+            let section = Section(
+                id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
+            section.items.forEachPlacement { id, chunk in
+                setLocation(ItemLocation(section: input.id, chunk: chunk), for: id)
+                marks.restructuredItems.insert(id)
             }
-            indexedRevisions[input.id] = section.structureRevision
             sections.append(section)
         }
         snapshot.insertSections(sections, at: position)
@@ -233,8 +210,6 @@ public struct Document: Sendable {
                 marks.restructuredItems.insert(item.id)
             }
             marks.reloadedSections.remove(section.id)
-            indexedRevisions[section.id] = nil
-            staleLookups[section.id] = nil
         }
         snapshot.removeSections(at: Array(indices))
     }
@@ -263,20 +238,17 @@ public struct Document: Sendable {
 
     private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
         let sectionID = snapshot.sections[sectionIndex].id
-        for (offset, item) in items.enumerated() {
-            setLocation(ItemLocation(section: sectionID, index: position + offset), for: item.id)
-            marks.restructuredItems.insert(item.id)
-        }
         let revision = nextRevision()
-        let wasIndexed = isIndexed(sectionAt: sectionIndex)
-        snapshot.withSection(at: sectionIndex) { section in
-            section.items.insert(contentsOf: items, at: position)
+        let placements = snapshot.withSection(at: sectionIndex) { section in
             section.structureRevision = revision
             section.contentRevision = revision
+            return section.items.insert(contentsOf: items, at: position)
         }
-        // Appending keeps every earlier index right, so the section stays indexed.
-        if wasIndexed && position + items.count == snapshot.sections[sectionIndex].items.count {
-            indexedRevisions[sectionID] = revision
+        for (id, chunk) in placements {
+            setLocation(ItemLocation(section: sectionID, chunk: chunk), for: id)
+        }
+        for item in items {
+            marks.restructuredItems.insert(item.id)
         }
     }
 
@@ -340,7 +312,7 @@ public struct Document: Sendable {
         for (target, update) in zip(targets, updates) {
             let revision = nextRevision()
             snapshot.withSection(at: target.section) { section in
-                section.items[target.item].data = update.data
+                section.items.setData(update.data, at: target.item)
                 section.contentRevision = revision
             }
             marks.dataChangedItems.insert(update.id)
@@ -361,22 +333,6 @@ public struct Document: Sendable {
         directory[id] = location
     }
 
-    private func isIndexed(sectionAt index: Int) -> Bool {
-        let section = snapshot.sections[index]
-        return indexedRevisions[section.id] == section.structureRevision
-    }
-
-    /// Makes the indices of one section's items in `directory` current: O(section) once per
-    /// structural change of that section, O(1) otherwise.
-    private mutating func indexItems(ofSectionAt index: Int) {
-        guard !isIndexed(sectionAt: index) else { return }
-        let section = snapshot.sections[index]
-        for (itemIndex, item) in section.items.enumerated() {
-            directory[item.id]?.index = itemIndex
-        }
-        indexedRevisions[section.id] = section.structureRevision
-        staleLookups[section.id] = nil
-    }
 }
 
 /// What the writes since the last changeset asked to be listed beyond what the diff finds.
@@ -410,8 +366,7 @@ public struct ChangeMarks: Sendable, Equatable {
 
 struct ItemLocation: Sendable {
     var section: Identifier
-    /// Valid only while the section's structure revision equals its entry in `indexedRevisions`.
-    var index: Int
+    var chunk: ItemList.ChunkID
 }
 
 /// What a failing `batch` needs to put the document back as it was.

@@ -56,15 +56,15 @@ public struct Revision: Hashable, Sendable, Comparable {
 public struct Section: Sendable {
     public var id: Identifier
     public var data: JSONText?
-    public internal(set) var items: [Item]
+    public internal(set) var items: ItemList
     public internal(set) var structureRevision: Revision
     public internal(set) var contentRevision: Revision
 
     public init(id: Identifier, data: JSONText? = nil, items: [Item] = []) {
-        self.init(id: id, data: data, items: items, revision: .unknown)
+        self.init(id: id, data: data, items: ItemList(items), revision: .unknown)
     }
 
-    init(id: Identifier, data: JSONText?, items: [Item], revision: Revision) {
+    init(id: Identifier, data: JSONText?, items: ItemList, revision: Revision) {
         self.id = id
         self.data = data
         self.items = items
@@ -101,7 +101,7 @@ public struct Snapshot: Sendable {
 
     /// All identifiers and data as plain values, for tests and for comparing states.
     public var outline: [SectionOutline] {
-        sections.map { SectionOutline(id: $0.id, data: $0.data, items: $0.items) }
+        sections.map { SectionOutline(id: $0.id, data: $0.data, items: Array($0.items)) }
     }
 
     mutating func replaceSections(_ newSections: [Section]) {

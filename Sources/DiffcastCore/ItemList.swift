@@ -1,0 +1,249 @@
+import Synchronization
+
+/// The items of a section, kept in chunks of at most `chunkCapacity`, so that a write copies
+/// and shifts one chunk rather than the whole section, copies of a snapshot share every chunk
+/// they did not change, and the differ can skip chunks that are the same in two versions.
+///
+/// Every chunk has an identifier for its lifetime and a revision that changes with any change
+/// of its items: equal (identifier, revision) means equal items.
+public struct ItemList: RandomAccessCollection, Sendable {
+    public typealias ChunkID = UInt64
+
+    public static let chunkCapacity = 512
+    /// How full chunks are when a list is built from scratch: room to grow before splitting.
+    private static let initialFill = 384
+
+    struct Chunk: Sendable {
+        let id: ChunkID
+        var revision: UInt64
+        var items: [Item]
+    }
+
+    private static let stamps = Atomic<UInt64>(0)
+
+    /// A fresh identifier or revision, never handed out before in this process.
+    private static func nextStamp() -> UInt64 {
+        stamps.add(1, ordering: .relaxed).newValue
+    }
+
+    private(set) var chunks: [Chunk] = []
+    /// The position of the first item of each chunk.
+    private(set) var starts: [Int] = []
+    public private(set) var count = 0
+
+    public init() {}
+
+    public init(_ items: some Sequence<Item>) {
+        var pending: [Item] = []
+        pending.reserveCapacity(Self.initialFill)
+        for item in items {
+            pending.append(item)
+            if pending.count == Self.initialFill {
+                appendChunk(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        if !pending.isEmpty { appendChunk(pending) }
+    }
+
+    private mutating func appendChunk(_ items: [Item]) {
+        starts.append(count)
+        chunks.append(Chunk(id: Self.nextStamp(), revision: Self.nextStamp(), items: items))
+        count += items.count
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { count }
+
+    public subscript(position: Int) -> Item {
+        let (chunk, offset) = locate(position)
+        return chunks[chunk].items[offset]
+    }
+
+    /// The chunk holding `position` (0..<count) and the offset in it.
+    func locate(_ position: Int) -> (chunk: Int, offset: Int) {
+        var low = 0
+        var high = starts.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if starts[middle] <= position { low = middle } else { high = middle - 1 }
+        }
+        return (low, position - starts[low])
+    }
+
+    public func makeIterator() -> Iterator {
+        Iterator(chunks: chunks)
+    }
+
+    /// Walks the chunks in order without locating each position.
+    public struct Iterator: IteratorProtocol {
+        private let chunks: [Chunk]
+        private var chunk = 0
+        private var offset = 0
+
+        init(chunks: [Chunk]) {
+            self.chunks = chunks
+        }
+
+        public mutating func next() -> Item? {
+            while chunk < chunks.count {
+                if offset < chunks[chunk].items.count {
+                    defer { offset += 1 }
+                    return chunks[chunk].items[offset]
+                }
+                chunk += 1
+                offset = 0
+            }
+            return nil
+        }
+    }
+
+    // MARK: - Finding items
+
+    /// The index of the chunk with this identifier: a scan of the chunk table, not of the items.
+    func chunkIndex(of id: ChunkID) -> Int? {
+        chunks.firstIndex { $0.id == id }
+    }
+
+    /// The position of an item known to be in the chunk `chunkID`.
+    func position(of itemID: Identifier, inChunk chunkID: ChunkID) -> Int? {
+        guard let chunk = chunkIndex(of: chunkID),
+            let offset = chunks[chunk].items.firstIndex(where: { $0.id == itemID })
+        else { return nil }
+        return starts[chunk] + offset
+    }
+
+    /// Calls `body` with every item's identifier and the chunk it is in.
+    func forEachPlacement(_ body: (Identifier, ChunkID) -> Void) {
+        for chunk in chunks {
+            for item in chunk.items { body(item.id, chunk.id) }
+        }
+    }
+
+    // MARK: - Changing items
+
+    mutating func setData(_ data: JSONText?, at position: Int) {
+        let (chunk, offset) = locate(position)
+        chunks[chunk].items[offset].data = data
+        chunks[chunk].revision = Self.nextStamp()
+    }
+
+    /// Inserts `items` before `position` (0...count). Returns the chunk of every item whose chunk
+    /// changed: the inserted ones and those a split moved.
+    mutating func insert(contentsOf items: [Item], at position: Int) -> [(Identifier, ChunkID)] {
+        guard !items.isEmpty else { return [] }
+        guard !chunks.isEmpty else {
+            self = ItemList(items)
+            var placements: [(Identifier, ChunkID)] = []
+            forEachPlacement { placements.append(($0, $1)) }
+            return placements
+        }
+        let (chunk, offset) =
+            position == count ? (chunks.count - 1, chunks[chunks.count - 1].items.count) : locate(position)
+        chunks[chunk].items.insert(contentsOf: items, at: offset)
+        chunks[chunk].revision = Self.nextStamp()
+        var placements = items.map { ($0.id, chunks[chunk].id) }
+        if chunks[chunk].items.count > Self.chunkCapacity {
+            placements = split(chunk)
+        }
+        count += items.count
+        recomputeStarts(from: chunk)
+        return placements
+    }
+
+    /// Splits an overfull chunk into half-full ones; the first keeps its identifier.
+    private mutating func split(_ chunk: Int) -> [(Identifier, ChunkID)] {
+        let all = chunks[chunk].items
+        let half = Self.chunkCapacity / 2
+        var pieces: [Chunk] = []
+        var start = 0
+        while start < all.count {
+            let end = Swift.min(start + half, all.count)
+            let id = pieces.isEmpty ? chunks[chunk].id : Self.nextStamp()
+            pieces.append(Chunk(id: id, revision: Self.nextStamp(), items: Array(all[start..<end])))
+            start = end
+        }
+        chunks.replaceSubrange(chunk...chunk, with: pieces)
+        starts.replaceSubrange(chunk...chunk, with: Array(repeating: 0, count: pieces.count))
+        // Every item of the split chunk is reported (the inserted ones may be in any piece).
+        var placements: [(Identifier, ChunkID)] = []
+        for piece in pieces {
+            for item in piece.items { placements.append((item.id, piece.id)) }
+        }
+        return placements
+    }
+
+    @discardableResult
+    mutating func remove(at position: Int) -> Item {
+        let (chunk, offset) = locate(position)
+        let item = chunks[chunk].items.remove(at: offset)
+        count -= 1
+        if chunks[chunk].items.isEmpty {
+            chunks.remove(at: chunk)
+            starts.remove(at: chunk)
+        } else {
+            chunks[chunk].revision = Self.nextStamp()
+        }
+        recomputeStarts(from: chunk)
+        return item
+    }
+
+    mutating func removeAll(where shouldRemove: (Item) -> Bool) {
+        for index in chunks.indices {
+            let before = chunks[index].items.count
+            chunks[index].items.removeAll(where: shouldRemove)
+            if chunks[index].items.count != before {
+                chunks[index].revision = Self.nextStamp()
+            }
+        }
+        chunks.removeAll { $0.items.isEmpty }
+        starts = Array(repeating: 0, count: chunks.count)
+        count = chunks.reduce(0) { $0 + $1.items.count }
+        recomputeStarts(from: 0)
+    }
+
+    /// Renumbers the chunk starts from `chunk` on (`starts` already has one entry per chunk).
+    private mutating func recomputeStarts(from chunk: Int) {
+        let first = Swift.min(chunk, chunks.count)
+        var position = first > 0 ? starts[first - 1] + chunks[first - 1].items.count : 0
+        for index in first..<chunks.count {
+            starts[index] = position
+            position += chunks[index].items.count
+        }
+    }
+
+    // MARK: - Walking two versions side by side
+
+    /// A position in a list that can also tell when it stands at the start of a chunk, so two
+    /// versions walked side by side can skip a chunk both still share.
+    struct Cursor {
+        let list: ItemList
+        private(set) var chunk = 0
+        private(set) var offset = 0
+        private(set) var position = 0
+
+        init(_ list: ItemList) {
+            self.list = list
+        }
+
+        var atEnd: Bool { position >= list.count }
+        var item: Item { list.chunks[chunk].items[offset] }
+        var atChunkStart: Bool { offset == 0 && !atEnd }
+        var currentChunk: Chunk { list.chunks[chunk] }
+
+        mutating func advance() {
+            position += 1
+            offset += 1
+            if offset >= list.chunks[chunk].items.count {
+                chunk += 1
+                offset = 0
+            }
+        }
+
+        mutating func skipChunk() {
+            position += list.chunks[chunk].items.count - offset
+            chunk += 1
+            offset = 0
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Testing
+
+@testable import DiffcastCore
+
+@Suite struct ItemListTests {
+    /// Random inserts (large enough to split chunks), removals and data changes, checked after
+    /// every step against a plain array: contents, random access, and every item's chunk.
+    @Test func itBehavesLikeAnArrayAcrossSplitsAndRemovals() {
+        var rng = SplitMix64(seed: 5)
+        var reference = (0..<2000).map { Item(id: "i\($0)") }
+        var list = ItemList(reference)
+        var chunkOf: [Identifier: ItemList.ChunkID] = [:]
+        list.forEachPlacement { chunkOf[$0] = $1 }
+        var next = 2000
+        for step in 0..<400 {
+            switch Int.random(in: 0..<4, using: &rng) {
+            case 0:
+                let count = [1, 3, 200, 700].randomElement(using: &rng) ?? 1
+                let items = (0..<count).map { _ in
+                    next += 1
+                    return Item(id: "i\(next)")
+                }
+                let position = Int.random(in: 0...reference.count, using: &rng)
+                reference.insert(contentsOf: items, at: position)
+                for (id, chunk) in list.insert(contentsOf: items, at: position) { chunkOf[id] = chunk }
+            case 1 where !reference.isEmpty:
+                let position = Int.random(in: 0..<reference.count, using: &rng)
+                #expect(list.remove(at: position) == reference.remove(at: position))
+            case 2 where !reference.isEmpty:
+                let position = Int.random(in: 0..<reference.count, using: &rng)
+                let data = JSONText(canonical: "\(step)")
+                reference[position].data = data
+                list.setData(data, at: position)
+            default:
+                let doomed = Set(reference.shuffled(using: &rng).prefix(50).map(\.id))
+                reference.removeAll { doomed.contains($0.id) }
+                list.removeAll { doomed.contains($0.id) }
+            }
+            #expect(list.count == reference.count, "step \(step)")
+            #expect(Array(list) == reference, "step \(step)")
+            for _ in 0..<20 where !reference.isEmpty {
+                let position = Int.random(in: 0..<reference.count, using: &rng)
+                #expect(list[position] == reference[position])
+                let id = reference[position].id
+                #expect(list.position(of: id, inChunk: chunkOf[id] ?? 0) == position, "step \(step): \(id)")
+            }
+            #expect(list.chunks.allSatisfy { !$0.items.isEmpty && $0.items.count <= ItemList.chunkCapacity })
+        }
+        #expect(list.chunks.count > 5)
+    }
+
+    /// Writes on sections much larger than a chunk, so changesets cross chunk splits and the
+    /// differ skips shared chunks: apply(diff) must still give the new state exactly.
+    @Test func largeSectionsDiffExactlyThroughChunks() throws {
+        var rng = SplitMix64(seed: 17)
+        var document = Document()
+        try document.apply(
+            .apply(sections: [
+                SectionInput(id: "big", items: (0..<5000).map { Item(id: "b\($0)") }),
+                SectionInput(id: "small", items: (0..<10).map { Item(id: "s\($0)") }),
+            ]))
+        _ = document.takeMarks()
+        var next = 0
+        for step in 0..<300 {
+            let base = document.snapshot
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                let ids = document.snapshot.sections.flatMap { $0.items.map(\.id) }
+                guard let target = ids.randomElement(using: &rng), let anchor = ids.randomElement(using: &rng) else {
+                    break
+                }
+                let operation: WriteOperation
+                switch Int.random(in: 0..<5, using: &rng) {
+                case 0:
+                    let count = [1, 2, 300].randomElement(using: &rng) ?? 1
+                    let items = (0..<count).map { _ in
+                        next += 1
+                        return Item(id: "n\(next)")
+                    }
+                    operation = .insertItems(items, anchor: Bool.random(using: &rng) ? .before(anchor) : .after(anchor))
+                case 1:
+                    operation = .moveItem(target, anchor: Bool.random(using: &rng) ? .before(anchor) : .after(anchor))
+                case 2:
+                    operation = .deleteItems(
+                        Array(Set(ids.shuffled(using: &rng).prefix(Int.random(in: 1...30, using: &rng)))))
+                case 3: operation = .updateItems([DataUpdate(id: target, data: JSONText(canonical: "\(step)"))])
+                default: operation = .reloadItems([target])
+                }
+                try? document.apply(operation)
+            }
+            let changes = document.changeset(since: base)
+            #expect(try changes.apply(to: base.outline) == document.snapshot.outline, "step \(step)")
+            let outline = document.snapshot.outline
+            for _ in 0..<10 {
+                let section = Int.random(in: 0..<outline.count, using: &rng)
+                guard let item = outline[section].items.indices.randomElement(using: &rng) else { continue }
+                #expect(document.location(of: outline[section].items[item].id)! == (section, item))
+            }
+        }
+    }
+}
