@@ -103,11 +103,11 @@ public enum Differ {
         // Flat copies of the restructured sections: walking them beats locating every position.
         var oldItemsBySection: [Int: [Item]] = [:]
         for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
-            oldItemsBySection[sectionIndex] = Array(section.items)
+            oldItemsBySection[sectionIndex] = section.items.flattened
         }
         var newItemsBySection: [Int: [Item]] = [:]
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            newItemsBySection[sectionIndex] = Array(section.items)
+            newItemsBySection[sectionIndex] = section.items.flattened
         }
         var middles: [Identifier: (prefix: Int, suffix: Int)] = [:]
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {

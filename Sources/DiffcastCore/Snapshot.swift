@@ -101,7 +101,7 @@ public struct Snapshot: Sendable {
 
     /// All identifiers and data as plain values, for tests and for comparing states.
     public var outline: [SectionOutline] {
-        sections.map { SectionOutline(id: $0.id, data: $0.data, items: Array($0.items)) }
+        sections.map { SectionOutline(id: $0.id, data: $0.data, items: $0.items.flattened) }
     }
 
     mutating func replaceSections(_ newSections: [Section]) {
