@@ -266,14 +266,9 @@ struct PipelineBenchmark: ParsableCommand {
         pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
             let now = ContinuousClock.now
             for byte in bytes where byte == UInt8(ascii: "\n") {
-                let write = linesSeen[index]
+                let latency = latency(ofWrite: linesSeen[index], receivedAt: now, sent: sent)
                 linesSeen[index] += 1
-                var sentAt: ContinuousClock.Instant?
-                while sentAt == nil {
-                    sentAt = sent.withLock { write < $0.count ? $0[write] : nil }
-                    if sentAt == nil { usleep(50) }
-                }
-                if let sentAt { latencies.withLock { $0.append(seconds(since: sentAt) - seconds(since: now)) } }
+                latencies.withLock { $0.append(latency) }
                 deliveries.add(1, ordering: .relaxed)
             }
         }
@@ -281,6 +276,21 @@ struct PipelineBenchmark: ParsableCommand {
         return Latency(
             deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 },
             peakResident: sampler.stop())
+    }
+
+    /// Seconds from the sending of write `index` to `receipt`; an event can overtake the
+    /// writer's bookkeeping, so this waits until the send time is recorded.
+    private func latency(
+        ofWrite index: Int, receivedAt receipt: ContinuousClock.Instant,
+        sent: borrowing Mutex<[ContinuousClock.Instant]>
+    ) -> Double {
+        while true {
+            if let sentAt = sent.withLock({ index < $0.count ? $0[index] : nil }) {
+                let (whole, fraction) = (receipt - sentAt).components
+                return Double(whole) + Double(fraction) / 1e18
+            }
+            usleep(50)
+        }
     }
 
     private func latencyRedis(_ path: String) throws -> Latency {
@@ -327,12 +337,8 @@ struct PipelineBenchmark: ParsableCommand {
             guard after > before else { return }
             let now = ContinuousClock.now
             for message in before..<after {
-                var sentAt: ContinuousClock.Instant?
-                while sentAt == nil {
-                    sentAt = sent.withLock { message < $0.count ? $0[message] : nil }
-                    if sentAt == nil { usleep(50) }
-                }
-                if let sentAt { latencies.withLock { $0.append(seconds(since: sentAt) - seconds(since: now)) } }
+                let latency = latency(ofWrite: message, receivedAt: now, sent: sent)
+                latencies.withLock { $0.append(latency) }
                 deliveries.add(1, ordering: .relaxed)
             }
         }

@@ -38,8 +38,6 @@ final class Connection {
     /// Bytes queued or being written but not yet taken by the kernel.
     var unsentBytes: Int { outboundBytes + bytesInFlight }
 
-    var hasUnansweredRequests: Bool { nextSlotToSend < nextSlot }
-
     /// Requests read whose responses have not been queued yet.
     var outstandingRequests: UInt64 { nextSlot - nextSlotToSend }
 
@@ -56,8 +54,14 @@ final class Connection {
     /// Places a response; it is sent once every earlier request has been answered.
     func answer(slot: UInt64, _ response: SharedBytes) {
         guard slot >= nextSlotToSend else { return }
-        answeredOutOfTurn[slot] = response
-        while let ready = answeredOutOfTurn.removeValue(forKey: nextSlotToSend) {
+        guard slot == nextSlotToSend else {
+            answeredOutOfTurn[slot] = response
+            return
+        }
+        // The usual case, an answer in turn, goes out without a detour through the dictionary.
+        enqueue(response)
+        nextSlotToSend += 1
+        while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn.removeValue(forKey: nextSlotToSend) {
             enqueue(ready)
             nextSlotToSend += 1
         }

@@ -371,7 +371,7 @@ public final class Server {
 
     /// Shuts the stream down once every request has its answer and every byte is written.
     private func finishIfDone(_ connection: Connection) {
-        guard connection.peerFinished, !connection.isClosing, !connection.hasUnansweredRequests,
+        guard connection.peerFinished, !connection.isClosing, connection.outstandingRequests == 0,
             !connection.hasOutbound, !connection.isWriting
         else { return }
         connection.markClosing()
