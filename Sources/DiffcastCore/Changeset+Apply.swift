@@ -9,35 +9,49 @@ public struct ChangesetMismatch: Error, Hashable, Sendable, CustomStringConverti
 
 extension Changeset {
     /// SPEC.md's normative client algorithm: turns the state a changeset was computed from into
-    /// the state it leads to, or throws where the changeset does not fit.
-    public func apply(to state: [SectionOutline]) throws(ChangesetMismatch) -> [SectionOutline] {
-        var sectionsNow = state
+    /// the state it leads to, or throws where the changeset does not fit. On chunked item lists,
+    /// so it costs what the changeset lists (times the chunk table of a touched section), not
+    /// what the collection holds.
+    public func apply(to state: Snapshot) throws(ChangesetMismatch) -> Snapshot {
+        var sectionsNow = state.sections
         // 1. Items out at old coordinates, moved ones kept by identifier.
-        var removals: [Int: Set<Int>] = [:]
+        var removals: [Int: [(position: Int, id: Identifier)]] = [:]
         var movedItems: [Identifier: Item] = [:]
-        for path in items.deleted {
-            try check(path, in: sectionsNow, "items.deleted")
-            removals[path.section, default: []].insert(path.item)
+        for deletion in items.deleted {
+            let item = try item(at: deletion.at, in: sectionsNow, "items.deleted")
+            guard item.id == deletion.id else {
+                throw ChangesetMismatch("items.deleted \(deletion.at) holds '\(item.id)', not '\(deletion.id)'")
+            }
+            removals[deletion.at.section, default: []].append((deletion.at.item, item.id))
         }
         for move in items.moved {
-            try check(move.from, in: sectionsNow, "items.moved")
-            let item = sectionsNow[move.from.section].items[move.from.item]
+            let item = try item(at: move.from, in: sectionsNow, "items.moved")
             guard item.id == move.id else {
                 throw ChangesetMismatch("items.moved from \(move.from) holds '\(item.id)', not '\(move.id)'")
             }
             movedItems[move.id] = item
-            removals[move.from.section, default: []].insert(move.from.item)
+            removals[move.from.section, default: []].append((move.from.item, item.id))
         }
-        for (section, indices) in removals {
-            for index in indices.sorted(by: >) {
-                sectionsNow[section].items.remove(at: index)
+        for (section, entries) in removals {
+            let descending = entries.sorted { $0.position > $1.position }
+            for (earlier, later) in zip(descending.dropFirst(), descending) where earlier.position == later.position {
+                throw ChangesetMismatch("item [\(section),\(later.position)] is taken out twice")
+            }
+            if descending.count > Self.removalsOneByOne {
+                let ids = Set(descending.map(\.id))
+                sectionsNow[section].items.removeAll { ids.contains($0.id) }
+            } else {
+                for entry in descending { sectionsNow[section].items.remove(at: entry.position) }
             }
         }
         // 2. Sections out at old indices, moved ones kept with their remaining items.
-        var removedSections = Set(sections.deleted)
-        var movedSections: [Identifier: SectionOutline] = [:]
-        for index in sections.deleted where !sectionsNow.indices.contains(index) {
-            throw ChangesetMismatch("sections.deleted \(index) out of range")
+        var removedSections = Set<Int>()
+        var movedSections: [Identifier: Section] = [:]
+        for deletion in sections.deleted {
+            guard sectionsNow.indices.contains(deletion.index), sectionsNow[deletion.index].id == deletion.id else {
+                throw ChangesetMismatch("sections.deleted \(deletion.index) does not hold '\(deletion.id)'")
+            }
+            removedSections.insert(deletion.index)
         }
         for move in sections.moved {
             guard sectionsNow.indices.contains(move.from), sectionsNow[move.from].id == move.id else {
@@ -46,11 +60,12 @@ extension Changeset {
             movedSections[move.id] = sectionsNow[move.from]
             removedSections.insert(move.from)
         }
-        for index in removedSections.sorted(by: >) {
-            sectionsNow.remove(at: index)
+        guard removedSections.count == sections.deleted.count + sections.moved.count else {
+            throw ChangesetMismatch("a section is taken out twice")
         }
+        sectionsNow = sectionsNow.enumerated().filter { !removedSections.contains($0.offset) }.map(\.element)
         // 3. Sections in at new indices, ascending.
-        var sectionArrivals = sections.inserted.map { ($0.index, SectionOutline(id: $0.id, data: $0.data)) }
+        var sectionArrivals = sections.inserted.map { ($0.index, Section(id: $0.id, data: $0.data)) }
         for move in sections.moved {
             guard let section = movedSections[move.id] else { continue }
             sectionArrivals.append((move.to, section))
@@ -61,17 +76,29 @@ extension Changeset {
             }
             sectionsNow.insert(section, at: index)
         }
-        // 4. Items in at new coordinates, ascending by section then index.
+        // 4. Items in at new coordinates, ascending by section then index; runs of consecutive
+        //    positions go in together.
         var itemArrivals = items.inserted.map { ($0.at, Item(id: $0.id, data: $0.data)) }
         for move in items.moved {
-            guard let item = movedItems[move.id] else { continue }
+            guard let item = movedItems[move.id] else {
+                throw ChangesetMismatch("item '\(move.id)' is moved twice")
+            }
             itemArrivals.append((move.to, item))
         }
-        for (path, item) in itemArrivals.sorted(by: { $0.0 < $1.0 }) {
-            guard sectionsNow.indices.contains(path.section), path.item >= 0,
-                path.item <= sectionsNow[path.section].items.count
-            else { throw ChangesetMismatch("item insert at \(path) out of range") }
-            sectionsNow[path.section].items.insert(item, at: path.item)
+        itemArrivals.sort { $0.0 < $1.0 }
+        var run = 0
+        while run < itemArrivals.count {
+            let start = itemArrivals[run].0
+            var end = run + 1
+            while end < itemArrivals.count, itemArrivals[end].0 == ItemPath(start.section, start.item + end - run) {
+                end += 1
+            }
+            guard sectionsNow.indices.contains(start.section), start.item >= 0,
+                start.item <= sectionsNow[start.section].items.count
+            else { throw ChangesetMismatch("item insert at \(start) out of range") }
+            _ = sectionsNow[start.section].items.insert(
+                contentsOf: itemArrivals[run..<end].map(\.1), at: start.item)
+            run = end
         }
         // 5. Data.
         for update in sections.updated {
@@ -81,24 +108,36 @@ extension Changeset {
             sectionsNow[update.index].data = update.data
         }
         for update in items.updated {
-            try check(update.at, in: sectionsNow, "items.updated")
-            guard sectionsNow[update.at.section].items[update.at.item].id == update.id else {
-                throw ChangesetMismatch("items.updated \(update.at) does not hold '\(update.id)'")
+            let item = try item(at: update.at, in: sectionsNow, "items.updated")
+            guard item.id == update.id else {
+                throw ChangesetMismatch("items.updated \(update.at) holds '\(item.id)', not '\(update.id)'")
             }
-            sectionsNow[update.at.section].items[update.at.item].data = update.data
+            sectionsNow[update.at.section].items.setData(update.data, at: update.at.item)
+        }
+        for reload in sections.reloaded {
+            guard sectionsNow.indices.contains(reload.index), sectionsNow[reload.index].id == reload.id else {
+                throw ChangesetMismatch("sections.reloaded \(reload.index) does not hold '\(reload.id)'")
+            }
         }
         for reload in items.reloaded {
-            try check(reload.at, in: sectionsNow, "items.reloaded")
-            guard sectionsNow[reload.at.section].items[reload.at.item].id == reload.id else {
-                throw ChangesetMismatch("items.reloaded \(reload.at) does not hold '\(reload.id)'")
+            let item = try item(at: reload.at, in: sectionsNow, "items.reloaded")
+            guard item.id == reload.id else {
+                throw ChangesetMismatch("items.reloaded \(reload.at) holds '\(item.id)', not '\(reload.id)'")
             }
         }
-        return sectionsNow
+        // The result is no longer vouched for by the revisions its sections had.
+        for index in sectionsNow.indices {
+            sectionsNow[index].structureRevision = .unknown
+            sectionsNow[index].contentRevision = .unknown
+        }
+        return Snapshot(uncheckedSections: sectionsNow)
     }
 
-    private func check(_ path: ItemPath, in state: [SectionOutline], _ what: String) throws(ChangesetMismatch) {
-        guard state.indices.contains(path.section), state[path.section].items.indices.contains(path.item) else {
-            throw ChangesetMismatch("\(what) \(path) out of range")
-        }
+    private static let removalsOneByOne = 16
+
+    private func item(at path: ItemPath, in sections: [Section], _ what: String) throws(ChangesetMismatch) -> Item {
+        guard sections.indices.contains(path.section), path.item >= 0, path.item < sections[path.section].items.count
+        else { throw ChangesetMismatch("\(what) \(path) out of range") }
+        return sections[path.section].items[path.item]
     }
 }

@@ -18,6 +18,16 @@ public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible 
 /// What changed among the sections between two versions (SPEC.md `changeset.sections`).
 /// Old indices are positions in the old version, new indices positions in the new one.
 public struct SectionChanges: Hashable, Sendable {
+    /// A section that went away, named so that a subscriber without a mirror knows which.
+    public struct Deletion: Hashable, Sendable {
+        public var index: Int
+        public var id: Identifier
+
+        public init(index: Int, id: Identifier) {
+            self.index = index
+            self.id = id
+        }
+    }
     public struct Insertion: Hashable, Sendable {
         public var index: Int
         public var id: Identifier
@@ -61,7 +71,7 @@ public struct SectionChanges: Hashable, Sendable {
         }
     }
 
-    public var deleted: [Int] = []
+    public var deleted: [Deletion] = []
     public var inserted: [Insertion] = []
     public var moved: [Move] = []
     public var updated: [Update] = []
@@ -76,6 +86,16 @@ public struct SectionChanges: Hashable, Sendable {
 
 /// What changed among the items between two versions (SPEC.md `changeset.items`).
 public struct ItemChanges: Hashable, Sendable {
+    /// An item that went away, at its old position, named.
+    public struct Deletion: Hashable, Sendable {
+        public var at: ItemPath
+        public var id: Identifier
+
+        public init(at: ItemPath, id: Identifier) {
+            self.at = at
+            self.id = id
+        }
+    }
     public struct Insertion: Hashable, Sendable {
         public var at: ItemPath
         public var id: Identifier
@@ -119,7 +139,7 @@ public struct ItemChanges: Hashable, Sendable {
         }
     }
 
-    public var deleted: [ItemPath] = []
+    public var deleted: [Deletion] = []
     public var inserted: [Insertion] = []
     public var moved: [Move] = []
     public var updated: [Update] = []
@@ -144,4 +164,18 @@ public struct Changeset: Hashable, Sendable {
 
     /// (section moves, item moves): what the "fewest moves" rule counts.
     public var moveCounts: (sections: Int, items: Int) { (sections.moved.count, items.moved.count) }
+
+    /// Puts every list in SPEC.md's order: `deleted` by old position, the others by new position.
+    public mutating func sortLists() {
+        sections.deleted.sort { $0.index < $1.index }
+        sections.inserted.sort { $0.index < $1.index }
+        sections.moved.sort { $0.to < $1.to }
+        sections.updated.sort { $0.index < $1.index }
+        sections.reloaded.sort { $0.index < $1.index }
+        items.deleted.sort { $0.at < $1.at }
+        items.inserted.sort { $0.at < $1.at }
+        items.moved.sort { $0.to < $1.to }
+        items.updated.sort { $0.at < $1.at }
+        items.reloaded.sort { $0.at < $1.at }
+    }
 }

@@ -1,6 +1,6 @@
 /// Every error the daemon can answer with, one case per SPEC.md error code, each carrying the
 /// culprit its message names.
-public enum DiffcastError: Error, Hashable, Sendable {
+public indirect enum DiffcastError: Error, Hashable, Sendable {
     case parseError(String)
     case lineTooLong(limit: Int)
     case unknownOperation(String)
@@ -13,6 +13,10 @@ public enum DiffcastError: Error, Hashable, Sendable {
     case noSection
     case limitExceeded(String)
     case unauthorized(String)
+    /// The write could not be made durable (disk full, I/O error): it was not applied.
+    case unavailable(String)
+    /// Entry `entry` (from 0) of a `batch` failed with `error`; the message names it `ops[K]`.
+    case inBatch(entry: Int, DiffcastError)
 
     /// Whether an identifier names a section or an item.
     public enum IdentifierKind: String, Sendable {
@@ -35,6 +39,8 @@ public enum DiffcastError: Error, Hashable, Sendable {
         case .noSection: "no_section"
         case .limitExceeded: "limit_exceeded"
         case .unauthorized: "unauthorized"
+        case .unavailable: "unavailable"
+        case .inBatch(_, let error): error.code
         }
     }
 
@@ -53,6 +59,8 @@ public enum DiffcastError: Error, Hashable, Sendable {
         case .noSection: "append_items without 'section' needs at least one section to append to"
         case .limitExceeded(let detail): "limit exceeded: \(detail)"
         case .unauthorized(let detail): "unauthorized: \(detail)"
+        case .unavailable(let detail): "unavailable: \(detail)"
+        case .inBatch(let entry, let error): "ops[\(entry)]: \(error.message)"
         }
     }
 }

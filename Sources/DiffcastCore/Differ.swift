@@ -34,12 +34,13 @@ public enum Differ {
         if let hints {
             addMarks(hints, new: new, into: &changeset)
         }
+        changeset.sortLists()
         return changeset
     }
 
     private static func diffSections(_ old: Snapshot, _ new: Snapshot, into changes: inout SectionChanges) {
         for (index, section) in old.sections.enumerated() where new.sectionPositions[section.id] == nil {
-            changes.deleted.append(index)
+            changes.deleted.append(.init(index: index, id: section.id))
         }
         var survivorsOld: [Int] = []
         var survivorsNew: [Int] = []
@@ -159,10 +160,9 @@ public enum Differ {
             }
         }
         // What is left was removed; items of deleted sections go with their section unlisted.
-        for (_, oldPath) in oldLocations where new.sectionPositions[old.sections[oldPath.section].id] != nil {
-            changes.deleted.append(oldPath)
+        for (id, oldPath) in oldLocations where new.sectionPositions[old.sections[oldPath.section].id] != nil {
+            changes.deleted.append(.init(at: oldPath, id: id))
         }
-        changes.deleted.sort()
     }
 
     /// Where an item the writes restructured stood: its position, and how many untouched items
@@ -170,6 +170,12 @@ public enum Differ {
     private struct TouchedPlace {
         var path: ItemPath
         var sectionID: Identifier
+        var gap: Int
+    }
+
+    /// A gap between two untouched items of one section.
+    private struct GapKey: Hashable {
+        var section: Identifier
         var gap: Int
     }
 
@@ -226,7 +232,7 @@ public enum Differ {
         }
         // Survivors that stayed in their section and gap may stay put: per gap, those on one
         // longest increasing subsequence of old positions do; the rest are moves.
-        var stayCandidates: [String: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
+        var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
         for (id, newPlace) in newPlaces {
             guard let oldPlace = oldPlaces.removeValue(forKey: id) else {
                 let item = new.sections[newPlace.path.section].items[newPlace.path.item]
@@ -239,7 +245,7 @@ public enum Differ {
                 changes.updated.append(.init(at: newPlace.path, id: id, data: newData))
             }
             if oldPlace.sectionID == newPlace.sectionID && oldPlace.gap == newPlace.gap {
-                stayCandidates["\(newPlace.sectionID.utf8.count):\(newPlace.sectionID):\(newPlace.gap)", default: []]
+                stayCandidates[GapKey(section: newPlace.sectionID, gap: newPlace.gap), default: []]
                     .append((id, oldPlace, newPlace))
             } else {
                 changes.moved.append(.init(from: oldPlace.path, to: newPlace.path, id: id))
@@ -253,7 +259,7 @@ public enum Differ {
                 changes.moved.append(.init(from: candidate.old.path, to: candidate.new.path, id: candidate.id))
             }
         }
-        changes.deleted = oldPlaces.values.map(\.path).sorted()
+        changes.deleted = oldPlaces.map { .init(at: $0.value.path, id: $0.key) }
         return changes
     }
 
@@ -291,21 +297,27 @@ public enum Differ {
         }
     }
 
+    /// Reloads and reconfigures the writes asked for, except of what this changeset inserts
+    /// (an insertion already carries the item's current data).
     private static func addMarks(_ hints: Hints, new: Snapshot, into changeset: inout Changeset) {
         let marks = hints.marks
-        for id in marks.reloadedSections.sorted() {
+        let insertedSections = Set(changeset.sections.inserted.map(\.id))
+        for id in marks.reloadedSections where !insertedSections.contains(id) {
             if let index = new.sectionPositions[id] {
                 changeset.sections.reloaded.append(.init(index: index, id: id))
             }
         }
-        for id in marks.reloadedItems.sorted() {
+        let inserted =
+            marks.reloadedItems.isEmpty && marks.reconfiguredItems.isEmpty
+            ? [] : Set(changeset.items.inserted.map(\.id))
+        for id in marks.reloadedItems where !inserted.contains(id) {
             if let path = hints.newLocations[id] {
                 changeset.items.reloaded.append(.init(at: path, id: id))
             }
         }
         guard !marks.reconfiguredItems.isEmpty else { return }
         let alreadyUpdated = Set(changeset.items.updated.map(\.id))
-        for id in marks.reconfiguredItems.sorted() where !alreadyUpdated.contains(id) {
+        for id in marks.reconfiguredItems where !alreadyUpdated.contains(id) && !inserted.contains(id) {
             if let path = hints.newLocations[id] {
                 let data = new.sections[path.section].items[path.item].data
                 changeset.items.updated.append(.init(at: path, id: id, data: data))

@@ -1,41 +1,34 @@
-/// SPEC.md's digest: 64-bit FNV-1a over `S` + section id + `\n`, then `I` + item id + `\n` for
-/// each of its items, section by section. A client that computes another value has diverged.
+/// SPEC.md's digest of a collection: the polynomial hash of every section token followed by its
+/// items' tokens, covering order, identity and data. A client that computes another value has
+/// diverged.
 public struct Digest: Hashable, Sendable, CustomStringConvertible {
     public let value: UInt64
 
-    private static let offsetBasis: UInt64 = 0xcbf2_9ce4_8422_2325
-    private static let prime: UInt64 = 0x100_0000_01b3
+    public init(value: UInt64) {
+        self.value = value
+    }
 
+    /// The digest of a snapshot from its chunks' cached parts: one step per section and per
+    /// chunk, never per item.
     public init(of snapshot: Snapshot) {
-        var hash = Self.offsetBasis
+        var part = DigestPart.empty
         for section in snapshot.sections {
-            Self.mix(UInt8(ascii: "S"), section.id, into: &hash)
-            for item in section.items {
-                Self.mix(UInt8(ascii: "I"), item.id, into: &hash)
-            }
+            part.append(tokenHash: section.tokenHash)
+            part.append(section.items.digest)
         }
-        value = hash
+        value = part.value
     }
 
+    /// The digest of plain values, token by token (for outlines built outside a snapshot).
     public init(of outline: [SectionOutline]) {
-        self.init(of: Snapshot(uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) }))
-    }
-
-    @inline(__always)
-    private static func mix(_ tag: UInt8, _ id: Identifier, into hash: inout UInt64) {
-        hash = (hash ^ UInt64(tag)) &* prime
-        var text = id
-        text.withUTF8 { bytes in
-            for byte in bytes {
-                hash = (hash ^ UInt64(byte)) &* prime
-            }
+        var part = DigestPart.empty
+        for section in outline {
+            part.append(tokenHash: TokenHash.of(tag: UInt8(ascii: "S"), id: section.id, data: section.data))
+            for item in section.items { part.append(tokenHash: item.tokenHash) }
         }
-        hash = (hash ^ UInt64(UInt8(ascii: "\n"))) &* prime
+        value = part.value
     }
 
     /// Sixteen lowercase hex digits, as on the wire.
-    public var description: String {
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
+    public var description: String { DigestPart(value: value, tokens: 0).hex }
 }

@@ -7,7 +7,6 @@ public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
     /// The section and chunk of every item.
     private var directory: [Identifier: ItemLocation] = [:]
-    private var lastRevision: UInt64 = 0
     private var marks = ChangeMarks()
     private var undo: UndoLog?
 
@@ -57,11 +56,15 @@ public struct Document: Sendable {
         undo = UndoLog(snapshot: snapshot, marks: marks)
         defer { undo = nil }
         do throws(DiffcastError) {
-            for operation in operations {
-                if case .batch = operation {
-                    throw .invalidArgument("a batch cannot contain a batch")
+            for (entry, operation) in operations.enumerated() {
+                do throws(DiffcastError) {
+                    if case .batch = operation {
+                        throw .invalidArgument("a batch cannot contain a batch")
+                    }
+                    try applySingle(operation)
+                } catch {
+                    throw .inBatch(entry: entry, error)
                 }
-                try applySingle(operation)
             }
         } catch {
             rollBack()
@@ -321,9 +324,8 @@ public struct Document: Sendable {
 
     // MARK: - Indexes
 
-    private mutating func nextRevision() -> Revision {
-        lastRevision += 1
-        return Revision(lastRevision)
+    private func nextRevision() -> Revision {
+        Revision.next()
     }
 
     private mutating func setLocation(_ location: ItemLocation?, for id: Identifier) {

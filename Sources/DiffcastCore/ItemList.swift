@@ -13,17 +13,49 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// How full chunks are when a list is built from scratch: room to grow before splitting.
     private static let initialFill = 384
 
+    /// A run of items with its identity, its revision and the digest of its items' tokens.
     struct Chunk: Sendable {
         let id: ChunkID
-        var revision: UInt64
-        var items: [Item]
+        private(set) var revision: UInt64
+        private(set) var digest: DigestPart
+        var items: [Item] {
+            didSet { refresh() }
+        }
+
+        init(id: ChunkID = ItemList.nextStamp(), items: [Item]) {
+            self.id = id
+            self.items = items
+            self.revision = ItemList.nextStamp()
+            self.digest = Self.digest(of: items)
+        }
+
+        /// After any change of the items: a new revision and the digest again (one pass over
+        /// the cached token hashes of at most a chunk's worth of items).
+        private mutating func refresh() {
+            revision = ItemList.nextStamp()
+            digest = Self.digest(of: items)
+        }
+
+        private static func digest(of items: [Item]) -> DigestPart {
+            var part = DigestPart.empty
+            for item in items { part.append(tokenHash: item.tokenHash) }
+            return part
+        }
     }
 
     private static let stamps = Atomic<UInt64>(0)
 
     /// A fresh identifier or revision, never handed out before in this process.
-    private static func nextStamp() -> UInt64 {
+    static func nextStamp() -> UInt64 {
         stamps.add(1, ordering: .relaxed).newValue
+    }
+
+    /// The digest part of all the items in order: the chunks' parts combined, so it costs one
+    /// step per chunk, not per item.
+    public var digest: DigestPart {
+        var part = DigestPart.empty
+        for chunk in chunks { part.append(chunk.digest) }
+        return part
     }
 
     private(set) var chunks: [Chunk] = []
@@ -48,7 +80,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     private mutating func appendChunk(_ items: [Item]) {
         starts.append(count)
-        chunks.append(Chunk(id: Self.nextStamp(), revision: Self.nextStamp(), items: items))
+        chunks.append(Chunk(items: items))
         count += items.count
     }
 
@@ -133,7 +165,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func setData(_ data: JSONText?, at position: Int) {
         let (chunk, offset) = locate(position)
         chunks[chunk].items[offset].data = data
-        chunks[chunk].revision = Self.nextStamp()
     }
 
     /// Inserts `items` before `position` (0...count). Returns the chunk of every item whose chunk
@@ -149,7 +180,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
         let (chunk, offset) =
             position == count ? (chunks.count - 1, chunks[chunks.count - 1].items.count) : locate(position)
         chunks[chunk].items.insert(contentsOf: items, at: offset)
-        chunks[chunk].revision = Self.nextStamp()
         var placements = items.map { ($0.id, chunks[chunk].id) }
         if chunks[chunk].items.count > Self.chunkCapacity {
             placements = split(chunk)
@@ -168,7 +198,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         while start < all.count {
             let end = Swift.min(start + half, all.count)
             let id = pieces.isEmpty ? chunks[chunk].id : Self.nextStamp()
-            pieces.append(Chunk(id: id, revision: Self.nextStamp(), items: Array(all[start..<end])))
+            pieces.append(Chunk(id: id, items: Array(all[start..<end])))
             start = end
         }
         chunks.replaceSubrange(chunk...chunk, with: pieces)
@@ -189,8 +219,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
         if chunks[chunk].items.isEmpty {
             chunks.remove(at: chunk)
             starts.remove(at: chunk)
-        } else {
-            chunks[chunk].revision = Self.nextStamp()
         }
         recomputeStarts(from: chunk)
         return item
@@ -198,11 +226,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     mutating func removeAll(where shouldRemove: (Item) -> Bool) {
         for index in chunks.indices {
-            let before = chunks[index].items.count
+            guard chunks[index].items.contains(where: shouldRemove) else { continue }
             chunks[index].items.removeAll(where: shouldRemove)
-            if chunks[index].items.count != before {
-                chunks[index].revision = Self.nextStamp()
-            }
         }
         chunks.removeAll { $0.items.isEmpty }
         starts = Array(repeating: 0, count: chunks.count)

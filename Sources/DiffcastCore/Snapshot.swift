@@ -1,7 +1,5 @@
-/// The text of an identifier: a JSON integer is taken as its decimal text, so `7` and `"7"` are one.
-public typealias Identifier = String
-
-/// The content of a section or item: canonical compact JSON text, compared as text.
+/// The content of a section or item: canonical compact JSON text, compared as its UTF-8 bytes
+/// (two spellings of "é" inside data are two different contents, as for identifiers).
 ///
 /// Absent data and JSON `null` are both represented by `nil` at the use site, never by a
 /// `JSONText` holding `null`.
@@ -15,16 +13,41 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { text }
+
+    public static func == (lhs: JSONText, rhs: JSONText) -> Bool {
+        UTF8Bytes.equal(lhs.text, rhs.text)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(text.utf8.count)
+        for byte in text.utf8 { hasher.combine(byte) }
+    }
 }
 
-/// One item of a section: identity (`id`) and content (`data`) kept apart.
+/// One item of a section: identity (`id`) and content (`data`) kept apart. It carries the
+/// FNV-1a hash of its digest token, computed when it is made or its data changes, so digests
+/// of chunks never re-read item bytes.
 public struct Item: Hashable, Sendable {
-    public var id: Identifier
-    public var data: JSONText?
+    public let id: Identifier
+    public var data: JSONText? {
+        didSet { tokenHash = TokenHash.of(tag: UInt8(ascii: "I"), id: id, data: data) }
+    }
+    /// FNV-1a of `I` + id + `\n` + data + `\n` (SPEC.md "Digest").
+    public private(set) var tokenHash: UInt64
 
     public init(id: Identifier, data: JSONText? = nil) {
         self.id = id
         self.data = data
+        self.tokenHash = TokenHash.of(tag: UInt8(ascii: "I"), id: id, data: data)
+    }
+
+    public static func == (lhs: Item, rhs: Item) -> Bool {
+        lhs.id == rhs.id && lhs.data == rhs.data
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(tokenHash)
     }
 }
 
@@ -41,6 +64,12 @@ public struct Revision: Hashable, Sendable, Comparable {
 
     /// Revision 0 belongs to sections built outside a `Document`: it proves nothing.
     public static let unknown = Revision(0)
+
+    /// A revision never handed out before in this process, by any document: two snapshots of
+    /// different documents can never be taken for equal sections.
+    static func next() -> Revision {
+        Revision(ItemList.nextStamp())
+    }
 
     /// Whether two sections with these revisions are known to be equal.
     func provesEqual(to other: Revision) -> Bool {
@@ -62,6 +91,11 @@ public struct Section: Sendable {
 
     public init(id: Identifier, data: JSONText? = nil, items: [Item] = []) {
         self.init(id: id, data: data, items: ItemList(items), revision: .unknown)
+    }
+
+    /// FNV-1a of the section's digest token, `S` + id + `\n` + data + `\n`.
+    public var tokenHash: UInt64 {
+        TokenHash.of(tag: UInt8(ascii: "S"), id: id, data: data)
     }
 
     init(id: Identifier, data: JSONText?, items: ItemList, revision: Revision) {

@@ -2,14 +2,20 @@ import DiffcastCore
 
 /// A subscriber's copy of one collection, kept by applying the events it receives with SPEC.md's
 /// normative algorithm and checking the digest of every version: the client side of the wire.
+///
+/// The copy is a chunked `Snapshot`, so a changeset costs what it lists and the digest is
+/// recombined from cached chunk digests, never re-hashed item by item.
 public struct CollectionMirror: Sendable {
-    public private(set) var sections: [SectionOutline] = []
+    public private(set) var snapshot = Snapshot()
     public private(set) var version: UInt64?
     public private(set) var epoch: String?
     public private(set) var changesetsApplied = 0
     public private(set) var snapshotsApplied = 0
 
     public init() {}
+
+    /// The copy as plain values (a walk of every item: for tests and printing, not per event).
+    public var sections: [SectionOutline] { snapshot.outline }
 
     /// Why an event could not be applied; the mirror should subscribe again without `since`.
     public struct Divergence: Error, CustomStringConvertible {
@@ -20,7 +26,8 @@ public struct CollectionMirror: Sendable {
     public mutating func feed(_ event: JSONValue) throws(Divergence) {
         switch event["event"] {
         case .string("snapshot"):
-            sections = try Self.outline(event["sections"])
+            let outline = try Self.outline(event["sections"])
+            snapshot = Snapshot(uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) })
             version = try Self.version(event["version"])
             epoch = event["epoch"].flatMap { if case .string(let text) = $0 { text } else { nil } }
             snapshotsApplied += 1
@@ -32,24 +39,23 @@ public struct CollectionMirror: Sendable {
             }
             let changeset = try Self.changeset(event)
             do {
-                sections = try changeset.apply(to: sections)
+                snapshot = try changeset.apply(to: snapshot)
             } catch {
                 throw Divergence(description: "changeset \(from)->\(event["version"]?.canonicalText ?? "?"): \(error)")
             }
             version = try Self.version(event["version"])
             changesetsApplied += 1
         case .string("dropped"):
-            sections = []
+            snapshot = Snapshot()
             version = nil
             return
         default:
             throw Divergence(description: "not an event: \(event.canonicalText.prefix(120))")
         }
-        guard case .string(let digest) = event["digest"], digest == Digest(of: sections).description else {
+        let computed = Digest(of: snapshot)
+        guard case .string(let digest) = event["digest"], digest == computed.description else {
             throw Divergence(
-                description:
-                    "digest \(event["digest"]?.canonicalText ?? "none") but the mirror computes \(Digest(of: sections))"
-            )
+                description: "digest \(event["digest"]?.canonicalText ?? "none") but the mirror computes \(computed)")
         }
     }
 
@@ -62,8 +68,8 @@ public struct CollectionMirror: Sendable {
 
     private static func identifier(_ value: JSONValue?) throws(Divergence) -> Identifier {
         switch value {
-        case .string(let text): return text
-        case .number(let text): return text
+        case .string(let text): return Identifier(text)
+        case .number(let text): return Identifier(integerText: text)
         default: throw Divergence(description: "bad identifier \(value?.canonicalText ?? "none")")
         }
     }
@@ -112,7 +118,9 @@ public struct CollectionMirror: Sendable {
         var changeset = Changeset()
         let sections = event["sections"]
         let items = event["items"]
-        for value in list(sections, "deleted") { changeset.sections.deleted.append(try int(value)) }
+        for value in list(sections, "deleted") {
+            changeset.sections.deleted.append(.init(index: try int(value["index"]), id: try identifier(value["id"])))
+        }
         for value in list(sections, "inserted") {
             changeset.sections.inserted.append(
                 .init(index: try int(value["index"]), id: try identifier(value["id"]), data: value["data"]?.asData))
@@ -128,7 +136,9 @@ public struct CollectionMirror: Sendable {
         for value in list(sections, "reloaded") {
             changeset.sections.reloaded.append(.init(index: try int(value["index"]), id: try identifier(value["id"])))
         }
-        for value in list(items, "deleted") { changeset.items.deleted.append(try path(value)) }
+        for value in list(items, "deleted") {
+            changeset.items.deleted.append(.init(at: try path(value["at"]), id: try identifier(value["id"])))
+        }
         for value in list(items, "inserted") {
             changeset.items.inserted.append(
                 .init(at: try path(value["at"]), id: try identifier(value["id"]), data: value["data"]?.asData))

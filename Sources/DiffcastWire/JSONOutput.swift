@@ -38,6 +38,10 @@ public struct JSONOutput: Sendable {
         if let data { appendRaw(data) } else { appendRaw("null") }
     }
 
+    public mutating func append(identifier: Identifier) {
+        append(string: identifier.text)
+    }
+
     public mutating func append(string: String) {
         bytes.append(UInt8(ascii: "\""))
         var text = string

@@ -90,6 +90,7 @@ public struct JSONParser {
             try checkDepth(depth)
             position += 1
             var members: [JSONValue.Member] = []
+            var seenKeys = Set<Identifier>()
             skipWhitespace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                 position += 1
@@ -100,7 +101,20 @@ public struct JSONParser {
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
                     throw error("expected a string key")
                 }
+                let keyPosition = position
                 let key = try parseString()
+                // Keys compared as bytes; a scan for small objects, a set once they grow (no
+                // quadratic cost for an object with many keys).
+                let isDuplicate: Bool
+                if members.count < 16 {
+                    isDuplicate = members.contains { UTF8Bytes.equal($0.key, key) }
+                } else {
+                    if seenKeys.isEmpty { seenKeys = Set(members.map { Identifier($0.key) }) }
+                    isDuplicate = !seenKeys.insert(Identifier(key)).inserted
+                }
+                if isDuplicate {
+                    throw .parseError("duplicate key '\(key)' in one object at byte \(keyPosition)")
+                }
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 position += 1

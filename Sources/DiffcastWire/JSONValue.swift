@@ -25,7 +25,7 @@ public indirect enum JSONValue: Sendable, Equatable {
     /// The value of the first member named `key`, when this is an object.
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members.first { $0.key == key }?.value
+        return members.first { UTF8Bytes.equal($0.key, key) }?.value
     }
 
     /// Canonical compact JSON text of this value.
@@ -39,6 +39,12 @@ public indirect enum JSONValue: Sendable, Equatable {
     public var asData: JSONText? {
         if case .null = self { return nil }
         return JSONText(canonical: canonicalText)
+    }
+
+    /// The keys of an object, in order (none for other values).
+    public var keys: [String] {
+        guard case .object(let members) = self else { return [] }
+        return members.map(\.key)
     }
 
     /// A JSON number written as an integer (no fraction, no exponent).

@@ -28,7 +28,16 @@ struct RequestDecoder {
         }
     }
 
+    /// The keys each read op takes besides `op` and `id`.
+    private static let readKeys: [String: Set<String>] = [
+        "ping": [], "auth": ["token"], "list": [], "stats": [], "get": ["collection"],
+        "unsubscribe": ["collection"], "drop": ["collection"], "subscribe": ["collection", "since", "epoch"],
+    ]
+
     private func command(_ op: String) throws(DiffcastError) -> Command {
+        if let keys = Self.readKeys[op] {
+            try KeyCheck.only(keys, in: object, of: op)
+        }
         switch op {
         case "ping": return .ping
         case "auth":
@@ -56,8 +65,10 @@ struct RequestDecoder {
             return .subscribe(collection: name, since: since, epoch: epoch)
         default:
             guard WriteDecoder.writeOps.contains(op) else { throw .unknownOperation(op) }
+            let decoder = WriteDecoder(limits: limits)
+            try decoder.checkKeys(op, object, inBatch: false)
             let name = try collectionName()
-            return .write(collection: name, try WriteDecoder(limits: limits).operation(op, object))
+            return .write(collection: name, try decoder.operation(op, object))
         }
     }
 
@@ -82,6 +93,22 @@ public enum CollectionName {
                 true
             default: false
             }
+        }
+    }
+}
+
+/// SPEC.md's rule that a key an op does not take is an error naming the key, so a typo
+/// (`"dta"`, `"secton"`) never silently changes what a request means.
+enum KeyCheck {
+    /// Throws `invalid_argument` for the first key of `object` that is neither in `allowed` nor
+    /// `op`/`id`.
+    static func only(_ allowed: Set<String>, in object: JSONValue, of op: String, where place: String = "")
+        throws(DiffcastError)
+    {
+        let always: Set<String> = place.isEmpty ? ["op", "id"] : []
+        for key in object.keys where !allowed.union(always).contains(where: { UTF8Bytes.equal($0, key) }) {
+            let location = place.isEmpty ? "for '\(op)'" : "in \(place)"
+            throw .invalidArgument("unknown key '\(key)' \(location)")
         }
     }
 }

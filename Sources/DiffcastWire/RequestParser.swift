@@ -78,6 +78,10 @@ public struct RequestParser: Sendable {
             guard case .object(let arguments) = value else {
                 throw RequestError(id: nil, op: op, error: .parseError("inline arguments must be one JSON object"))
             }
+            for argument in arguments where members.contains(where: { UTF8Bytes.equal($0.key, argument.key) }) {
+                throw RequestError(
+                    id: nil, op: op, error: .parseError("duplicate key '\(argument.key)': already given inline"))
+            }
             members.append(contentsOf: arguments)
         }
         return members

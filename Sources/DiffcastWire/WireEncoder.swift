@@ -52,7 +52,7 @@ public enum WireEncoder {
         for (sectionIndex, section) in snapshot.sections.enumerated() {
             if sectionIndex > 0 { output.appendByte(UInt8(ascii: ",")) }
             output.appendRaw("{\"id\":")
-            output.append(string: section.id)
+            output.append(identifier: section.id)
             if let data = section.data {
                 output.appendRaw(",\"data\":")
                 output.appendRaw(data)
@@ -62,12 +62,12 @@ public enum WireEncoder {
                 if itemIndex > 0 { output.appendByte(UInt8(ascii: ",")) }
                 if let data = item.data {
                     output.appendRaw("{\"id\":")
-                    output.append(string: item.id)
+                    output.append(identifier: item.id)
                     output.appendRaw(",\"data\":")
                     output.appendRaw(data)
                     output.appendByte(UInt8(ascii: "}"))
                 } else {
-                    output.append(string: item.id)
+                    output.append(identifier: item.id)
                 }
             }
             output.appendRaw("]}")
@@ -161,12 +161,18 @@ public enum WireEncoder {
     private static func appendSectionChanges(_ changes: SectionChanges, into output: inout JSONOutput) {
         var first = true
         output.appendByte(UInt8(ascii: "{"))
-        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { index, out in out.append(index) }
+        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { deletion, out in
+            out.appendRaw("{\"index\":")
+            out.append(deletion.index)
+            out.appendRaw(",\"id\":")
+            out.append(identifier: deletion.id)
+            out.appendByte(UInt8(ascii: "}"))
+        }
         appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
             out.appendRaw("{\"index\":")
             out.append(insertion.index)
             out.appendRaw(",\"id\":")
-            out.append(string: insertion.id)
+            out.append(identifier: insertion.id)
             if let data = insertion.data {
                 out.appendRaw(",\"data\":")
                 out.appendRaw(data)
@@ -179,14 +185,14 @@ public enum WireEncoder {
             out.appendRaw(",\"to\":")
             out.append(move.to)
             out.appendRaw(",\"id\":")
-            out.append(string: move.id)
+            out.append(identifier: move.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
             out.appendRaw("{\"index\":")
             out.append(update.index)
             out.appendRaw(",\"id\":")
-            out.append(string: update.id)
+            out.append(identifier: update.id)
             out.appendRaw(",\"data\":")
             out.append(data: update.data)
             out.appendByte(UInt8(ascii: "}"))
@@ -195,7 +201,7 @@ public enum WireEncoder {
             out.appendRaw("{\"index\":")
             out.append(reload.index)
             out.appendRaw(",\"id\":")
-            out.append(string: reload.id)
+            out.append(identifier: reload.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         output.appendByte(UInt8(ascii: "}"))
@@ -204,14 +210,18 @@ public enum WireEncoder {
     private static func appendItemChanges(_ changes: ItemChanges, into output: inout JSONOutput) {
         var first = true
         output.appendByte(UInt8(ascii: "{"))
-        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { path, out in
-            appendPath(path, into: &out)
+        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { deletion, out in
+            out.appendRaw("{\"at\":")
+            appendPath(deletion.at, into: &out)
+            out.appendRaw(",\"id\":")
+            out.append(identifier: deletion.id)
+            out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
             out.appendRaw("{\"at\":")
             appendPath(insertion.at, into: &out)
             out.appendRaw(",\"id\":")
-            out.append(string: insertion.id)
+            out.append(identifier: insertion.id)
             if let data = insertion.data {
                 out.appendRaw(",\"data\":")
                 out.appendRaw(data)
@@ -224,14 +234,14 @@ public enum WireEncoder {
             out.appendRaw(",\"to\":")
             appendPath(move.to, into: &out)
             out.appendRaw(",\"id\":")
-            out.append(string: move.id)
+            out.append(identifier: move.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
             out.appendRaw("{\"at\":")
             appendPath(update.at, into: &out)
             out.appendRaw(",\"id\":")
-            out.append(string: update.id)
+            out.append(identifier: update.id)
             out.appendRaw(",\"data\":")
             out.append(data: update.data)
             out.appendByte(UInt8(ascii: "}"))
@@ -240,7 +250,7 @@ public enum WireEncoder {
             out.appendRaw("{\"at\":")
             appendPath(reload.at, into: &out)
             out.appendRaw(",\"id\":")
-            out.append(string: reload.id)
+            out.append(identifier: reload.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         output.appendByte(UInt8(ascii: "}"))

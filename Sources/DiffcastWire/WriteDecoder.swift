@@ -10,6 +10,25 @@ struct WriteDecoder {
 
     let limits: RequestLimits
 
+    /// The keys each write takes besides `op`, `id` and (outside a batch) `collection`.
+    static let argumentKeys: [String: Set<String>] = [
+        "apply": ["sections"], "append_sections": ["sections"], "insert_sections": ["sections", "before", "after"],
+        "delete_sections": ["sections"], "move_section": ["section", "before", "after"],
+        "reload_sections": ["sections"], "update_sections": ["sections"], "append_items": ["items", "section"],
+        "insert_items": ["items", "before", "after"], "delete_items": ["items"], "delete_all": [],
+        "move_item": ["item", "before", "after"], "reload_items": ["items"], "reconfigure_items": ["items"],
+        "update_items": ["items"], "batch": ["ops"],
+    ]
+    private static let sectionKeys: Set<String> = ["id", "data", "items"]
+    private static let dataUpdateKeys: Set<String> = ["id", "data"]
+    private static let itemKeys: Set<String> = ["id", "data"]
+
+    /// Rejects a key the op does not take (sections and items are checked as they are read).
+    func checkKeys(_ op: String, _ request: JSONValue, inBatch: Bool) throws(DiffcastError) {
+        let keys = (Self.argumentKeys[op] ?? []).union(inBatch ? [] : ["collection"])
+        try KeyCheck.only(keys, in: request, of: op)
+    }
+
     func operation(_ op: String, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
         switch op {
         case "apply": return .apply(sections: try sections(request, "sections"))
@@ -50,14 +69,19 @@ struct WriteDecoder {
         }
         var operations: [WriteOperation] = []
         for (index, entry) in entries.enumerated() {
-            guard case .string(let op) = entry["op"] else {
-                throw .invalidArgument("batch entry \(index) has no 'op'")
+            do throws(DiffcastError) {
+                guard case .string(let op) = entry["op"] else {
+                    throw .invalidArgument("a batch entry needs an 'op'")
+                }
+                if op == "batch" || op == "drop" {
+                    throw .invalidArgument("'\(op)' cannot be part of a batch")
+                }
+                guard Self.writeOps.contains(op) else { throw .unknownOperation(op) }
+                try checkKeys(op, entry, inBatch: true)
+                operations.append(try operation(op, entry))
+            } catch {
+                throw .inBatch(entry: index, error)
             }
-            if op == "batch" || op == "drop" {
-                throw .invalidArgument("batch entry \(index): '\(op)' cannot be part of a batch")
-            }
-            guard Self.writeOps.contains(op) else { throw .unknownOperation(op) }
-            operations.append(try operation(op, entry))
         }
         return operations
     }
@@ -81,9 +105,9 @@ struct WriteDecoder {
                 throw .invalidArgument(
                     "\(what) identifier must be 1-\(limits.maximumIdentifierBytes) bytes, got \(count)")
             }
-            return text
+            return Identifier(text)
         case .number(let text) where value.isIntegerNumber:
-            return text
+            return Identifier(integerText: text)
         default:
             throw .invalidArgument(
                 "\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
@@ -100,6 +124,7 @@ struct WriteDecoder {
 
     private func item(_ value: JSONValue) throws(DiffcastError) -> Item {
         if case .object = value {
+            try KeyCheck.only(Self.itemKeys, in: value, of: "item", where: "an item")
             guard let id = value["id"] else { throw .invalidArgument("item without 'id'") }
             return Item(id: try identifier(id, "item"), data: value["data"]?.asData)
         }
@@ -120,6 +145,7 @@ struct WriteDecoder {
             guard case .object = element, let id = element["id"] else {
                 throw .invalidArgument("section without 'id'")
             }
+            try KeyCheck.only(Self.sectionKeys, in: element, of: key, where: "a section")
             var sectionItems: [Item] = []
             if let value = element["items"], value != .null {
                 sectionItems = try items(value)
@@ -136,6 +162,7 @@ struct WriteDecoder {
             guard case .object = element, let id = element["id"] else {
                 throw .invalidArgument("each of '\(key)' must be an object with 'id' and 'data'")
             }
+            try KeyCheck.only(Self.dataUpdateKeys, in: element, of: key, where: "an entry of '\(key)'")
             result.append(
                 DataUpdate(
                     id: try identifier(id, key == "sections" ? "section" : "item"), data: element["data"]?.asData))

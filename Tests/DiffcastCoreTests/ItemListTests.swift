@@ -88,7 +88,11 @@ import Testing
                 try? document.apply(operation)
             }
             let changes = document.changeset(since: base)
-            #expect(try changes.apply(to: base.outline) == document.snapshot.outline, "step \(step)")
+            do {
+                try checkStrictly(changes, from: plain(base), to: plain(document.snapshot))
+            } catch {
+                Issue.record("step \(step): \(error)")
+            }
             let outline = document.snapshot.outline
             for _ in 0..<10 {
                 let section = Int.random(in: 0..<outline.count, using: &rng)

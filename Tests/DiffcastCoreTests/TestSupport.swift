@@ -25,28 +25,32 @@ func data(_ text: String?) -> JSONText? {
 func document(_ sections: [(String, [String])]) throws -> Document {
     var document = Document()
     try document.apply(
-        .apply(sections: sections.map { SectionInput(id: $0.0, items: $0.1.map { Item(id: $0) }) }))
+        .apply(
+            sections: sections.map { SectionInput(id: Identifier($0.0), items: $0.1.map { Item(id: Identifier($0)) }) }
+        ))
     _ = document.takeMarks()
     return document
 }
 
 func itemIDs(_ snapshot: Snapshot) -> [[String]] {
-    snapshot.sections.map { $0.items.map(\.id) }
+    snapshot.sections.map { $0.items.map(\.id.text) }
 }
 
 /// A random write against the document's current state: mostly valid, sometimes not.
 func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOperation {
-    let sectionPool = (0..<6).map { "s\($0)" }
-    let itemPool = (0..<40).map { "i\($0)" }
+    let sectionPool: [Identifier] = (0..<6).map { "s\($0)" }
+    let itemPool: [Identifier] = (0..<40).map { "i\($0)" }
     let sections = document.snapshot.sections.map(\.id)
     let items = document.snapshot.sections.flatMap { $0.items.map(\.id) }
     let freeItems = itemPool.filter { !document.containsItem($0) }
     let freeSections = sectionPool.filter { document.snapshot.sectionPositions[$0] == nil }
-    func pick(_ pool: [String], _ fallback: String) -> String { pool.randomElement(using: &rng) ?? fallback }
+    func pick(_ pool: [Identifier], _ fallback: Identifier) -> Identifier {
+        pool.randomElement(using: &rng) ?? fallback
+    }
     func someData() -> JSONText? {
         [nil, "1", "2", "\"t\"", "{\"k\":1}"].randomElement(using: &rng).flatMap { data($0) }
     }
-    func anchor(_ pool: [String]) -> Anchor {
+    func anchor(_ pool: [Identifier]) -> Anchor {
         Bool.random(using: &rng) ? .before(pick(pool, "ghost")) : .after(pick(pool, "ghost"))
     }
     switch Int.random(in: 0..<16, using: &rng) {
@@ -67,7 +71,7 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
     case 5: return .updateSections([DataUpdate(id: pick(sections, "nosuch"), data: someData())])
     case 6: return .reloadSections([pick(sections, "nosuch")])
     case 7:
-        let section: String? = Bool.random(using: &rng) ? pick(sections, "nosuch") : nil
+        let section: Identifier? = Bool.random(using: &rng) ? pick(sections, "nosuch") : nil
         return .appendItems(
             freeItems.shuffled(using: &rng).prefix(3).map { Item(id: $0, data: someData()) }, section: section)
     case 8: return .insertItems([Item(id: pick(freeItems, "i0"))], anchor: anchor(items))
@@ -87,5 +91,16 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
             try? scratch.apply(operation)
         }
         return .batch(operations)
+    }
+}
+
+extension WriteOperation {
+    /// Whether the write asks for items to be listed as updated with unchanged data.
+    var reconfigures: Bool {
+        switch self {
+        case .reconfigureItems: true
+        case .batch(let operations): operations.contains { $0.reconfigures }
+        default: false
+        }
     }
 }

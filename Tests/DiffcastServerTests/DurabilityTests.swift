@@ -63,7 +63,7 @@ import Testing
             let sent = ledger.sent.withLock { $0 }
             let acknowledged = ledger.acknowledged.withLock { $0 }
             for writer in 0..<writers {
-                let present = sections.first { $0.id == "w\(writer)" }?.items.map(\.id) ?? []
+                let present = sections.first { $0.id == "w\(writer)" }?.items.map(\.id.text) ?? []
                 // Every acknowledged write is there; anything else is a sent write, in sending order.
                 #expect(present.count >= acknowledged[writer].count, "cycle \(cycle) writer \(writer)")
                 #expect(
@@ -74,7 +74,7 @@ import Testing
             // Writes the daemon kept without acknowledging count as sent-and-kept from now on.
             ledger.acknowledged.withLock { acknowledged in
                 for writer in 0..<writers {
-                    acknowledged[writer] = sections.first { $0.id == "w\(writer)" }?.items.map(\.id) ?? []
+                    acknowledged[writer] = sections.first { $0.id == "w\(writer)" }?.items.map(\.id.text) ?? []
                 }
             }
             ledger.sent.withLock { sent in
@@ -150,7 +150,7 @@ import Testing
     private func sectionIDs(recoveredFrom path: String) throws -> [String] {
         let engine = ApplyEngine()
         try StateStore(directory: path, options: .init(), logger: Logger(label: "test")).recover(into: engine)
-        return engine.checkpointEntries().first?.snapshot.sections.map(\.id) ?? []
+        return engine.checkpointEntries().first?.snapshot.sections.map(\.id.text) ?? []
     }
 
     @Test func aTornTailIsCutOff() throws {

@@ -67,6 +67,73 @@ import Testing
         #expect(code(line) == expected)
     }
 
+    /// A typo in a key never silently changes what a write means: every op, and every section,
+    /// item and update inside one, rejects a key it does not take, and the message names it.
+    @Test(arguments: [
+        (#"{"op":"update_items","collection":"c","items":[{"id":"a","dta":{"likes":6}}]}"#, "dta"),
+        (#"{"op":"append_items","collection":"c","items":["k"],"secton":"s1"}"#, "secton"),
+        (#"{"op":"insert_items","collection":"c","items":["k"],"befor":"a","after":"b"}"#, "befor"),
+        (#"{"op":"apply","collection":"c","sections":[{"id":"s","itmes":[]}]}"#, "itmes"),
+        (#"{"op":"apply","collection":"c","sections":[{"id":"s","items":[{"id":"a","date":1}]}]}"#, "date"),
+        (#"{"op":"update_sections","collection":"c","sections":[{"id":"s","items":[]}]}"#, "items"),
+        (#"{"op":"delete_all","collection":"c","items":["a"]}"#, "items"),
+        (#"{"op":"get","collection":"c","since":3}"#, "since"),
+        (#"{"op":"subscribe","collection":"c","snice":3}"#, "snice"),
+        (#"{"op":"ping","colection":"c"}"#, "colection"),
+        (#"{"op":"batch","collection":"c","ops":[{"op":"delete_all","collection":"c"}]}"#, "collection"),
+        (#"update_items c {"items":[{"id":"a","data":1,"Data":2}]}"#, "Data"),
+    ])
+    func anUnknownKeyIsRejectedByName(line: String, key: String) {
+        do {
+            _ = try parse(line)
+            Issue.record("accepted: \(line)")
+        } catch {
+            #expect(error.error.code == "invalid_argument")
+            #expect(error.error.message.contains("'\(key)'"), "\(error.error.message)")
+        }
+    }
+
+    @Test(arguments: [
+        #"{"op":"ping","op":"ping"}"#,
+        #"{"op":"update_items","collection":"c","items":[{"id":"a","data":{"x":1,"x":2}}]}"#,
+        #"subscribe c {"collection":"d"}"#,
+        #"{"op":"update_items","collection":"c","items":[{"id":"a","data":{"\u00e9":1,"\u00e9":2}}]}"#,
+    ])
+    func aDuplicateKeyIsAParseError(line: String) {
+        #expect(code(line) == "parse_error")
+    }
+
+    @Test func keysThatAreCanonicallyEquivalentAreStillTwoKeys() throws {
+        let request = try parse(
+            #"{"op":"update_items","collection":"c","items":[{"id":"a","data":{"\u00e9":1,"e\u0301":2}}]}"#)
+        guard case .write(_, .updateItems(let updates)) = request.command else {
+            Issue.record("not an update_items")
+            return
+        }
+        #expect(updates.first?.data?.text == "{\"\u{e9}\":1,\"e\u{301}\":2}")
+    }
+
+    @Test func identifiersAreTheirBytesAndMinusZeroIsZero() throws {
+        let request = try parse(#"{"op":"append_items","collection":"c","items":["\u00e9","e\u0301",-0,0]}"#)
+        guard case .write(_, .appendItems(let items, nil)) = request.command else {
+            Issue.record("not an append_items")
+            return
+        }
+        #expect(items.map(\.id.text.utf8.count) == [2, 3, 1, 1])
+        #expect(items[0].id != items[1].id)
+        #expect(items[2].id == items[3].id && items[2].id.text == "0")
+    }
+
+    @Test func aBadBatchEntryIsNamedByItsIndex() {
+        do {
+            _ = try parse(#"{"op":"batch","collection":"c","ops":[{"op":"delete_all"},{"op":"move_item","item":"a"}]}"#)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.error.code == "invalid_argument")
+            #expect(error.error.message.hasPrefix("ops[1]: "), "\(error.error.message)")
+        }
+    }
+
     @Test func identifiersPastTheLimitAreRejected() {
         let long = String(repeating: "x", count: 1025)
         #expect(code(#"{"op":"delete_items","collection":"c","items":[""# + long + #""]}"#) == "invalid_argument")

@@ -1,0 +1,72 @@
+/// The identifier of a section or item: its UTF-8 bytes, compared and hashed as bytes.
+///
+/// Swift's `String` equality is Unicode canonical equivalence, which would merge `"é"` (U+00E9)
+/// and `"e\u{301}"`; SPEC.md says they are two identifiers. The hash is computed once, when the
+/// identifier is made (a request is parsed once; its identifiers are looked up many times), with
+/// the process-seeded `Hasher`, so crafted collisions cannot flood the tables.
+public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertible,
+    ExpressibleByStringInterpolation
+{
+    /// The identifier's text, exactly as the client sent it (never normalized).
+    public let text: String
+    private let bytesHash: Int
+
+    public init(_ text: String) {
+        var text = text
+        text.makeContiguousUTF8()
+        self.text = text
+        var hasher = Hasher()
+        text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        bytesHash = hasher.finalize()
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(value)
+    }
+
+    public init(stringInterpolation: DefaultStringInterpolation) {
+        self.init(String(stringInterpolation: stringInterpolation))
+    }
+
+    /// The identifier of a JSON integer, given its text: canonical decimal (`-0` is `0`).
+    public init(integerText: String) {
+        self.init(integerText == "-0" ? "0" : integerText)
+    }
+
+    public var description: String { text }
+
+    public var utf8Count: Int { text.utf8.count }
+
+    public static func == (lhs: Identifier, rhs: Identifier) -> Bool {
+        lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytesHash)
+    }
+
+    /// Byte order of the UTF-8 text (which is also code point order).
+    public static func < (lhs: Identifier, rhs: Identifier) -> Bool {
+        UTF8Bytes.less(lhs.text, rhs.text)
+    }
+}
+
+/// Byte-wise comparisons of strings, which `String`'s own operators do not offer.
+public enum UTF8Bytes {
+    public static func equal(_ lhs: String, _ rhs: String) -> Bool {
+        let left = lhs.utf8
+        let right = rhs.utf8
+        guard left.count == right.count else { return false }
+        let fast = left.withContiguousStorageIfAvailable { leftBytes in
+            right.withContiguousStorageIfAvailable { rightBytes in
+                leftBytes.elementsEqual(rightBytes)
+            }
+        }
+        if let fast, let result = fast { return result }
+        return left.elementsEqual(right)
+    }
+
+    public static func less(_ lhs: String, _ rhs: String) -> Bool {
+        lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+    }
+}
