@@ -127,6 +127,14 @@ public struct ValidatedSettings: Sendable {
         for (key, value, minimum) in minimums where value < minimum {
             throw SettingsError("\(key): at least \(minimum), got \(value)")
         }
+        if let token = settings.tcpToken, token.isEmpty {
+            throw SettingsError("tcp_token: must not be empty")
+        }
+        if let address = settings.tcp, settings.tcpToken == nil, !Self.isLoopback(address) {
+            throw SettingsError(
+                "tcp: '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
+                    + "and write; set tcp_token (--tcp-token) or listen on a loopback address (127.0.0.1, [::1])")
+        }
         var server = ServerConfiguration(socketPath: settings.socket)
         server.tcpAddress = settings.tcp
         server.tcpToken = settings.tcpToken
@@ -152,6 +160,13 @@ public struct ValidatedSettings: Sendable {
         self.store = store
         self.stateDirectory = settings.stateDir
         self.logLevel = level
+    }
+
+    /// Whether a `HOST:PORT` names a loopback address (127.0.0.0/8, ::1, localhost).
+    static func isLoopback(_ address: String) -> Bool {
+        guard let colon = address.lastIndex(of: ":") else { return false }
+        let host = address[..<colon].filter { $0 != "[" && $0 != "]" }
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     /// The settings that differ between two configurations and need a restart to take effect.

@@ -254,13 +254,13 @@ public final class ApplyEngine {
                 .batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.1.line)))
             outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
         }
-        let version = state.version
+        let mark = VersionMark(collection: name, version: state.version)
         for (address, request) in batch.acknowledgements {
             let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
                 output.appendRaw(",\"version\":")
-                output.append(version)
+                output.append(mark.version)
             }
-            outcomes.append(.response(address, SharedBytes(bytes)))
+            outcomes.append(.acknowledged(address, SharedBytes(bytes), mark))
         }
     }
 

@@ -16,7 +16,9 @@ final class Connection {
 
     private(set) var nextSlot: UInt64 = 0
     private var nextSlotToSend: UInt64 = 0
-    private var answeredOutOfTurn: [UInt64: SharedBytes] = [:]
+    private var answeredOutOfTurn: [UInt64: PendingAnswer] = [:]
+    /// Failed `auth` attempts; past a few the connection is closed.
+    var failedAuthentications = 0
     private var outbound: [SharedBytes] = []
     private var outboundBytes = 0
     private(set) var bytesInFlight = 0
@@ -51,20 +53,36 @@ final class Connection {
         return nextSlot
     }
 
-    /// Places a response; it is sent once every earlier request has been answered.
-    func answer(slot: UInt64, _ response: SharedBytes) {
+    /// Places a response; it is sent once every earlier request has been answered and, for a
+    /// write, once this connection has been sent the event of the version it names (read your
+    /// writes, also while the connection is behind and waits for a catch-up).
+    func answer(slot: UInt64, _ response: SharedBytes, after event: VersionMark? = nil) {
         guard slot >= nextSlotToSend else { return }
-        guard slot == nextSlotToSend else {
-            answeredOutOfTurn[slot] = response
-            return
-        }
         // The usual case, an answer in turn, goes out without a detour through the dictionary.
-        enqueue(response)
-        nextSlotToSend += 1
-        while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn.removeValue(forKey: nextSlotToSend) {
-            enqueue(ready)
+        if slot == nextSlotToSend, hasBeenSent(event) {
+            enqueue(response)
+            nextSlotToSend += 1
+        } else {
+            answeredOutOfTurn[slot] = PendingAnswer(bytes: response, after: event)
+        }
+        releaseAnswers()
+    }
+
+    /// Sends the answers that are next in turn and whose events have been queued; call it
+    /// whenever a subscription of this connection moves on.
+    func releaseAnswers() {
+        while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
+            answeredOutOfTurn[nextSlotToSend] = nil
+            enqueue(ready.bytes)
             nextSlotToSend += 1
         }
+    }
+
+    /// Whether the event bringing `mark`'s version has been queued here, or need not be (the
+    /// connection does not follow that collection).
+    private func hasBeenSent(_ mark: VersionMark?) -> Bool {
+        guard let mark, let subscription = subscriptions[mark.collection] else { return true }
+        return subscription.version >= mark.version
     }
 
     func enqueue(_ bytes: SharedBytes) {
@@ -100,6 +118,12 @@ final class Connection {
         outbound = []
         outboundBytes = 0
     }
+}
+
+/// An answer that waits for its turn (and perhaps for an event).
+private struct PendingAnswer {
+    let bytes: SharedBytes
+    let after: VersionMark?
 }
 
 /// A connection's place in a collection's stream of versions.

@@ -26,9 +26,18 @@ public enum Job: Sendable {
     case setLimits(CollectionLimits)
 }
 
+/// A version of a collection: a write's response waits until the writer, if it follows that
+/// collection, has been sent the event that brings it.
+public struct VersionMark: Sendable, Hashable {
+    public var collection: String
+    public var version: UInt64
+}
+
 /// Results the apply queue hands back to the loop, in the order they must take effect.
 public enum Outcome: Sendable {
     case response(ResponseAddress, SharedBytes)
+    /// The response to a write that is visible from `mark.version` on.
+    case acknowledged(ResponseAddress, SharedBytes, VersionMark)
     /// A new version: `event` goes to every subscriber that holds `from`.
     case published(collection: String, from: UInt64, to: UInt64, event: SharedBytes)
     /// A subscription starts at `version`; `event` (snapshot or changeset), if any, goes first.

@@ -314,6 +314,9 @@ public final class Server {
     }
 
     private func handleLine(_ line: [UInt8], from connection: Connection) {
+        // Lines after a policy stop (too many wrong tokens, a slow-subscriber disconnect) that
+        // arrived in the same read are not answered.
+        guard !connection.peerFinished else { return }
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
             return
         }
@@ -336,32 +339,61 @@ public final class Server {
             return
         }
         switch request.command {
-        case .ping:
-            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
-        case .auth(let token):
-            if let expected = configuration.tcpToken, token == expected {
-                connection.isAuthenticated = true
-                connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
-            } else {
-                logger.warning("authentication failed", metadata: ["connection": "\(connection.id)"])
-                let error = DiffcastError.unauthorized("wrong token")
-                connection.answer(
-                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
-            }
-        case .unsubscribe(let name):
-            removeSubscription(of: connection, to: name)
-            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
-        case .write, .drop:
+        case .ping, .auth: break
+        default:
             guard connection.isAuthenticated else {
-                let error = DiffcastError.unauthorized("authenticate with an 'auth' request before writing")
+                let error = DiffcastError.unauthorized("authenticate with an 'auth' request first")
                 connection.answer(
                     slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
                 return
             }
-            pendingJobs.append(.request(request, address))
-        case .get, .subscribe, .list, .stats:
+        }
+        switch request.command {
+        case .ping:
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+        case .auth(let token):
+            if let expected = configuration.tcpToken, Self.constantTimeEqual(token, expected) {
+                connection.isAuthenticated = true
+                connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+            } else {
+                connection.failedAuthentications += 1
+                logger.warning(
+                    "authentication failed",
+                    metadata: ["connection": "\(connection.id)", "attempt": "\(connection.failedAuthentications)"])
+                let error = DiffcastError.unauthorized("wrong token")
+                connection.answer(
+                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+                if connection.failedAuthentications >= Self.authenticationAttempts {
+                    stopReading(connection)
+                }
+            }
+        case .unsubscribe(let name):
+            removeSubscription(of: connection, to: name)
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+            connection.releaseAnswers()
+        case .write, .drop, .get, .subscribe, .list, .stats:
             pendingJobs.append(.request(request, address))
         }
+    }
+
+    /// Wrong tokens a connection may present before it is closed.
+    private static let authenticationAttempts = 3
+
+    /// Compares every byte whatever the first difference, so timing tells nothing of the token.
+    private static func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
+        let left = Array(given.utf8)
+        let right = Array(expected.utf8)
+        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count)
+        for index in 0..<max(left.count, right.count) {
+            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
+        }
+        return difference == 0 && left.count == right.count
+    }
+
+    /// Reads no more from a connection: what was read is answered, then it is shut down.
+    private func stopReading(_ connection: Connection) {
+        uv_read_stop(dc_stream(connection.handle))
+        connection.peerFinished = true
     }
 
     private func submitPendingJobs() {
@@ -475,6 +507,8 @@ public final class Server {
         switch outcome {
         case .response(let address, let bytes):
             respond(address, bytes)
+        case .acknowledged(let address, let bytes, let mark):
+            respond(address, bytes, after: mark)
         case .published(let name, let from, let to, let event):
             fanOut(collection: name, from: from, to: to, event: event)
         case .subscribed(let address, let name, let version, let event, let response):
@@ -483,17 +517,20 @@ public final class Server {
             connection.subscriptions[name] = Subscription(version: version)
             subscribers[name, default: []].insert(connection.id)
             respond(address, response)
+            connection.releaseAnswers()
         case .caughtUp(let id, let name, let version, let event):
             guard let connection = connections[id], connection.subscriptions[name] != nil else { return }
             counters.catchUps += 1
             queue(event, to: connection)
             connection.subscriptions[name] = Subscription(version: version)
+            connection.releaseAnswers()
         case .dropped(let name):
             let event = SharedBytes(WireEncoder.droppedEvent(collection: name))
             for id in subscribers.removeValue(forKey: name) ?? [] {
                 guard let connection = connections[id] else { continue }
                 connection.subscriptions[name] = nil
                 queue(event, to: connection)
+                connection.releaseAnswers()
             }
         case .listing(let address, let id, let rows):
             let bytes = WireEncoder.success(id: id, op: "list") { output in
@@ -543,9 +580,9 @@ public final class Server {
         }
     }
 
-    private func respond(_ address: ResponseAddress, _ bytes: SharedBytes) {
+    private func respond(_ address: ResponseAddress, _ bytes: SharedBytes, after mark: VersionMark? = nil) {
         guard let connection = connections[address.connection] else { return }
-        connection.answer(slot: address.slot, bytes)
+        connection.answer(slot: address.slot, bytes, after: mark)
         dirty.insert(connection.id)
     }
 
@@ -568,6 +605,7 @@ public final class Server {
             if subscription.version == from && connection.unsentBytes <= configuration.maximumUnsentBytes {
                 queue(event, to: connection)
                 connection.subscriptions[name]?.version = to
+                connection.releaseAnswers()
             } else if configuration.slowSubscriberPolicy == .disconnect {
                 disconnectSlow(connection)
             } else {

@@ -59,32 +59,77 @@ import Testing
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
 
-    @Test func aTCPClientWritesOnlyAfterPresentingTheToken() throws {
-        let port = Int.random(in: 20_000..<60_000)
-        let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    /// A TCP connection to 127.0.0.1:port with a request helper.
+    private final class TCPClient {
+        let stream: FileHandle
+        let reader: LineReader
+
+        init(port: Int) throws {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
+            guard connected == 0 else {
+                close(descriptor)
+                throw HarnessError.failed("cannot connect to port \(port)")
+            }
+            stream = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            reader = LineReader(stream)
         }
-        #expect(connected == 0)
-        let stream = FileHandle(fileDescriptor: dup(descriptor), closeOnDealloc: true)
-        let reader = LineReader(stream)
+
         func request(_ line: String) throws -> JSONValue {
             stream.write(Data((line + "\n").utf8))
             return try reader.next()
         }
-        #expect(
-            try request(#"append_sections t {"sections":[{"id":"s"}]}"#)["error"]?["code"] == .string("unauthorized"))
-        #expect(try request(#"{"op":"auth","token":"wrong"}"#)["error"]?["code"] == .string("unauthorized"))
-        #expect(try request(#"{"op":"auth","token":"s3cret"}"#).isOK)
-        #expect(try request(#"append_sections t {"sections":[{"id":"s"}]}"#)["version"]?.int == 1)
+    }
+
+    @Test func aTCPClientDoesAnythingOnlyAfterPresentingTheToken() throws {
+        let port = Int.random(in: 20_000..<60_000)
+        let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
+        let client = try TCPClient(port: port)
+        #expect(try client.request("ping").isOK)
+        for line in [
+            #"append_sections t {"sections":[{"id":"s"}]}"#, "get t", "subscribe t", "list", "stats", "drop t",
+            "unsubscribe t",
+        ] {
+            #expect(try client.request(line)["error"]?["code"] == .string("unauthorized"), "\(line)")
+        }
+        #expect(try client.request(#"{"op":"auth","token":"wrong"}"#)["error"]?["code"] == .string("unauthorized"))
+        #expect(try client.request(#"{"op":"auth","token":"s3cret"}"#).isOK)
+        // The refused subscribe created nothing.
+        #expect(try client.request("list")["collections"] == .array([]))
+        #expect(try client.request(#"append_sections t {"sections":[{"id":"s"}]}"#)["version"]?.int == 1)
         _ = daemon
+    }
+
+    @Test func aTCPClientGuessingTokensIsCutOff() throws {
+        let port = Int.random(in: 20_000..<60_000)
+        let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
+        let client = try TCPClient(port: port)
+        // 2,000 guesses in one write: three are answered, then the daemon closes the connection.
+        let guesses = (0..<2000).map { #"{"op":"auth","token":"guess\#($0)"}"# + "\n" }.joined()
+        client.stream.write(Data(guesses.utf8))
+        var answers = 0
+        while let line = try? client.reader.next() {
+            #expect(line["error"]?["code"] == .string("unauthorized"))
+            answers += 1
+        }
+        #expect(answers == 3)
+        #expect(try TCPClient(port: port).request("ping").isOK, "the daemon goes on serving others")
+        _ = daemon
+    }
+
+    @Test func listeningBeyondLoopbackWithoutATokenIsRefusedAtStart() throws {
+        let port = Int.random(in: 20_000..<60_000)
+        let daemon = try Daemon(arguments: ["--tcp", "0.0.0.0:\(port)"], waitForSocket: false)
+        try waitUntil("the daemon exits") { !daemon.process.isRunning }
+        #expect(daemon.process.terminationStatus != 0)
+        #expect(daemon.log().contains("tcp_token"), "\(daemon.log())")
     }
 }

@@ -26,7 +26,7 @@ import Testing
         for outcome in outcomes {
             switch outcome {
             case .published(_, let from, let to, _): published.append((from, to))
-            case .response(_, let bytes): responses.append(text(bytes))
+            case .response(_, let bytes), .acknowledged(_, let bytes, _): responses.append(text(bytes))
             default: Issue.record("unexpected outcome \(outcome)")
             }
         }
@@ -44,8 +44,10 @@ import Testing
             try job(#"append_sections c {"sections":[{"id":"t"}]}"#, slot: 2),
         ])
         let texts = outcomes.compactMap { outcome -> String? in
-            if case .response(_, let bytes) = outcome { return text(bytes) }
-            return nil
+            switch outcome {
+            case .response(_, let bytes), .acknowledged(_, let bytes, _): return text(bytes)
+            default: return nil
+            }
         }
         #expect(texts[1].contains("\"version\":1") && texts[1].contains("\"id\":\"s\""))
         #expect(texts[2].contains("\"version\":2"))

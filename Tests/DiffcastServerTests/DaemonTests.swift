@@ -50,6 +50,52 @@ import Testing
         #expect(event["items"]?["inserted"] == nil && event["items"]?["deleted"] == nil)
     }
 
+    /// A subscribed connection that pipelines writes without reading falls behind its
+    /// unsent-bytes limit and is caught up later; still no response may carry a version whose
+    /// event the connection has not been sent.
+    @Test func readYourWritesHoldsForAConnectionThatIsBehind() throws {
+        let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
+        let client = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
+        #expect(try client.request(#"append_sections pl {"sections":[{"id":"s"}]}"#).isOK)
+        _ = try client.request("subscribe pl")
+        var mirror = CollectionMirror()
+        try mirror.feed(try client.event())
+        let blob = String(repeating: "x", count: 200)
+        var lines = ""
+        for index in 0..<10_000 {
+            switch index % 10 {
+            case 3: lines += #"update_items pl {"items":[{"id":"k\#(index - 1)","data":\#(index)}]}"# + "\n"
+            case 7: lines += "ping\n"
+            default: lines += #"append_items pl {"items":[{"id":"k\#(index)","data":"\#(blob)"}]}"# + "\n"
+            }
+        }
+        let pipelined = Array(lines.utf8)
+        let sender = Thread { try? client.sendRaw(pipelined) }
+        sender.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        var responses = 0
+        var early = 0
+        var catchUps = 0
+        while responses < 10_000, let line = try client.readLine(timeout: 30) {
+            if line["event"] != nil {
+                if line["from"] != nil, let from = line["from"]?.int, let to = line["version"]?.int, to > from + 1 {
+                    catchUps += 1
+                }
+                try mirror.feed(line)
+                continue
+            }
+            responses += 1
+            #expect(line.isOK, "\(line.canonicalText)")
+            if let version = line["version"]?.int, version > Int(mirror.version ?? 0) { early += 1 }
+        }
+        #expect(responses == 10_000)
+        #expect(early == 0, "responses ahead of their event")
+        #expect(catchUps > 0, "the connection never fell behind: the test proves nothing")
+        let state = try client.request("get pl")
+        #expect(state["version"]?.int == Int(mirror.version ?? 0))
+        #expect(state["digest"]?.string == Digest(of: mirror.snapshot).description)
+    }
+
     @Test func readYourWritesTheEventComesBeforeTheAcknowledgement() throws {
         let daemon = try Daemon()
         let client = try Client(path: daemon.socketPath)
