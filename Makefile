@@ -3,6 +3,7 @@
 
 SWIFT ?= swift
 SOCKET ?= /tmp/diffcast.sock
+CHECKER ?= ../shared/conformance/check.py
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
@@ -39,14 +40,19 @@ run: release
 	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))"
 	.build/release/diffcastd --socket $(SOCKET)
 
-# Suites run one after another: the integration tests start and kill many processes.
+# Suites run one after another: the integration tests start and kill many processes. Then the
+# shared contract check (../shared/conformance/check.py --contract 2, when it is there) runs
+# against a fresh daemon, so a broken contract shows where the work is done.
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
+	@if [ -e $(CHECKER) ]; then \
+	  $(SWIFT) build -c release --product diffcastd && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
+	else echo "conformance: $(CHECKER) not found; skipped"; fi
 
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
 conformance: release
-	./scripts/conformance.sh
+	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2
 
 # Prints every benchmark table: `make bench BENCH=diff` (or pipeline, durability) for one.
 bench: bench-deps

@@ -53,12 +53,17 @@ let package = Package(
             ],
             path: "Benchmarks/DiffcastBenchmarks"
         ),
-        .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore"]),
-        .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire"]),
+        // The tests' own oracles (reference digest, strict changeset applier, move law) and a
+        // seeded generator, written apart from the code they check; used by every test target.
+        .target(name: "DiffcastTestSupport", dependencies: ["DiffcastCore"], path: "Tests/DiffcastTestSupport"),
+        .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore", "DiffcastTestSupport"]),
+        .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
         .testTarget(
             name: "DiffcastServerTests",
-            dependencies: ["DiffcastServer", "DiffcastWire", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "DiffcastServer", "DiffcastWire", "DiffcastTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -14,6 +14,13 @@ public final class ApplyEngine {
     private var outcomes: [Outcome] = []
     /// What the state directory must record before the outcomes of this batch are delivered.
     private var logRecords: [LogRecord] = []
+    /// Each collection the current batch touched, as it was before (nil: it did not exist), so
+    /// a batch that cannot be made durable is undone as if it never ran.
+    private var undo: [String: CollectionState.Saved?] = [:]
+    private var statisticsBeforeBatch = ApplyStatistics()
+    /// While set, writes (and anything else that would have to be logged) are answered
+    /// `unavailable` with this reason; reads and subscriptions go on.
+    public var readOnlyReason: String?
 
     /// Writes to one collection waiting to be published together.
     private struct OpenBatch {
@@ -40,6 +47,8 @@ public final class ApplyEngine {
     /// Processes jobs in order; writes to a collection stay open until something else needs
     /// that collection or the jobs run out, then publish as one version.
     public func process(_ jobs: [Job]) -> [Outcome] {
+        undo = [:]
+        statisticsBeforeBatch = statistics
         statistics.batches += 1
         for job in jobs {
             switch job {
@@ -59,7 +68,35 @@ public final class ApplyEngine {
         return outcomes
     }
 
+    /// Puts every collection the last `process` touched back as it was, and forgets its log
+    /// records: for a batch whose records could not be made durable. Its outcomes must not be
+    /// delivered.
+    public func rollBackLastBatch() {
+        for (name, saved) in undo {
+            if let saved {
+                saved.state.restore(saved)
+                collections[name] = saved.state
+            } else {
+                collections[name] = nil
+            }
+        }
+        undo = [:]
+        openBatches = [:]
+        logRecords = []
+        statistics = statisticsBeforeBatch
+    }
+
+    /// Remembers how a collection was before the current batch first changes it.
+    private func touch(_ name: String) {
+        guard undo[name] == nil else { return }
+        undo[name] = .some(collections[name]?.save())
+    }
+
     private func handle(_ request: Request, _ address: ResponseAddress) {
+        if let reason = readOnlyReason, refusesWhileReadOnly(request.command) {
+            if case .write = request.command { statistics.writesRejected += 1 }
+            return fail(request, address, .unavailable(reason))
+        }
         switch request.command {
         case .write(let name, let operation):
             write(operation, to: name, request, address)
@@ -87,6 +124,7 @@ public final class ApplyEngine {
             guard existing(name) != nil else {
                 return fail(request, address, .unknownCollection(name))
             }
+            touch(name)
             collections[name] = nil
             logRecords.append(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
@@ -102,10 +140,21 @@ public final class ApplyEngine {
         case .stats:
             publishAllOpenBatches()
             statistics.collections = collections.values.count { $0.exists }
+            statistics.readOnlyReason = readOnlyReason
             outcomes.append(.statistics(address, id: request.id, statistics))
         case .ping, .auth, .unsubscribe:
             // Answered by the loop; accepted here so that the engine can serve any request.
             outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
+        }
+    }
+
+    /// Whether a request would change what the log holds (refused while read-only): writes,
+    /// drops, and a subscription that creates its collection.
+    private func refusesWhileReadOnly(_ command: Command) -> Bool {
+        switch command {
+        case .write, .drop: true
+        case .subscribe(let name, _, _): existing(name) == nil
+        default: false
         }
     }
 
@@ -198,6 +247,7 @@ public final class ApplyEngine {
             statistics.writesRejected += 1
             return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
         }
+        touch(name)
         let state = state(for: name)
         let most = operation.mostItemsAfter(current: state.document.itemCount)
         if most > limits.itemsPerCollection {
@@ -269,6 +319,7 @@ public final class ApplyEngine {
     private func subscribe(
         _ name: String, since: UInt64?, epoch: String?, _ request: Request, _ address: ResponseAddress
     ) {
+        touch(name)
         let state = state(for: name)
         materialize(state)
         let event = catchUpEvent(state, since: epoch == nil || epoch == state.epoch ? since : nil)

@@ -24,6 +24,8 @@ public final class ApplyQueue: Sendable {
         let store: StateStore?
         /// Syncs the log of the `interval` policy; lives as long as the queue.
         var syncTimer: (any DispatchSourceTimer)?
+        /// While writes are refused: checks whether the disk takes them again.
+        var probeTimer: (any DispatchSourceTimer)?
         init(_ engine: ApplyEngine, _ store: StateStore?) {
             self.engine = engine
             self.store = store
@@ -56,6 +58,7 @@ public final class ApplyQueue: Sendable {
     /// quick. Call once, when the daemon stops.
     public func finish() {
         engine.syncTimer?.cancel()
+        engine.probeTimer?.cancel()
         worker.sync {
             do {
                 if let store = engine.store { try store.checkpoint(engine.engine) }
@@ -92,20 +95,81 @@ public final class ApplyQueue: Sendable {
             return inbox.jobs.swapAndClear()
         }
         guard !jobs.isEmpty else { return }
-        let outcomes = engine.engine.process(jobs)
-        if let store = engine.store {
+        let engine = self.engine.engine
+        var pending: [Outcome] = []
+        if engine.readOnlyReason != nil, jobs.contains(where: \.isWrite), self.engine.store?.hasRoom() == true {
+            leaveReadOnly(outcomes: &pending)
+        }
+        var outcomes = pending + engine.process(jobs)
+        guard let store = self.engine.store else {
+            _ = engine.takeLogRecords()
+            return deliver(outcomes)
+        }
+        do {
+            let records = engine.takeLogRecords()
+            try store.append(records)
+            // Only records that really reached the disk show that it takes writes again.
+            if !records.isEmpty, engine.readOnlyReason != nil { leaveReadOnly(outcomes: &outcomes) }
+        } catch let error as StorageUnavailable {
+            // Nothing of this batch is in the log: undo it in memory and answer its writes
+            // `unavailable`; reads and subscribers are served from the last durable state.
+            engine.rollBackLastBatch()
+            let wasWritable = engine.readOnlyReason == nil
+            engine.readOnlyReason = "the state directory cannot take writes (\(error)); retrying"
+            outcomes = pending + engine.process(jobs)
+            _ = engine.takeLogRecords()
+            if wasWritable { enterReadOnly(outcomes: &outcomes) }
+        } catch {
+            // The log could not even be cut back to its last good record: stop.
+            onPersistenceFailure(error)
+            return
+        }
+        if store.wantsCheckpoint {
             do {
-                try store.append(engine.engine.takeLogRecords())
-                if store.wantsCheckpoint { try store.checkpoint(engine.engine) }
+                try store.checkpoint(engine)
             } catch {
-                // Nothing of this batch may be acknowledged when it could not be made durable.
-                onPersistenceFailure(error)
-                return
+                store.logger.warning("checkpoint failed; the log keeps everything, retrying later: \(error)")
             }
-        } else {
-            _ = engine.engine.takeLogRecords()
         }
         deliver(outcomes)
+    }
+
+    /// Starts trying, every `probeInterval`, whether the disk takes writes again.
+    private func enterReadOnly(outcomes: inout [Outcome]) {
+        let engine = self.engine
+        engine.store?.logger.error("writes refused: \(engine.engine.readOnlyReason ?? "")")
+        outcomes.append(.storage(readOnlyReason: engine.engine.readOnlyReason))
+        let timer = DispatchSource.makeTimerSource(queue: worker)
+        timer.schedule(deadline: .now() + Self.probeInterval, repeating: Self.probeInterval)
+        timer.setEventHandler { [weak self] in
+            guard let self, engine.store?.hasRoom() == true else { return }
+            var outcomes: [Outcome] = []
+            self.leaveReadOnly(outcomes: &outcomes)
+            self.deliver(outcomes)
+        }
+        timer.resume()
+        engine.probeTimer = timer
+    }
+
+    private func leaveReadOnly(outcomes: inout [Outcome]) {
+        engine.probeTimer?.cancel()
+        engine.probeTimer = nil
+        guard engine.engine.readOnlyReason != nil else { return }
+        engine.engine.readOnlyReason = nil
+        engine.store?.logger.notice("the state directory takes writes again")
+        outcomes.append(.storage(readOnlyReason: nil))
+    }
+
+    private static let probeInterval = DispatchTimeInterval.seconds(1)
+}
+
+extension Job {
+    var isWrite: Bool {
+        guard case .request(let request, _) = self else { return false }
+        switch request.command {
+        case .write, .drop: return true
+        default: return false
+        }
     }
 }
 

@@ -34,6 +34,26 @@ final class CollectionState {
     func snapshot(at version: UInt64) -> Snapshot? {
         history.last { $0.version == version }?.snapshot
     }
+
+    /// Everything a batch may change, to put back if the batch cannot be made durable.
+    struct Saved {
+        let state: CollectionState
+        let document: Document
+        let version: UInt64
+        let exists: Bool
+        let history: [(version: UInt64, snapshot: Snapshot)]
+    }
+
+    func save() -> Saved {
+        Saved(state: self, document: document, version: version, exists: exists, history: history)
+    }
+
+    func restore(_ saved: Saved) {
+        document = saved.document
+        version = saved.version
+        exists = saved.exists
+        history = saved.history
+    }
 }
 
 /// How much history a collection keeps for catch-up changesets.

@@ -47,6 +47,8 @@ public enum Outcome: Sendable {
     /// `list` and `stats` answers, finished by the loop, which knows the subscribers.
     case listing(ResponseAddress, id: JSONText?, collections: [CollectionSummary])
     case statistics(ResponseAddress, id: JSONText?, ApplyStatistics)
+    /// The state directory stopped taking writes (with why) or takes them again (nil).
+    case storage(readOnlyReason: String?)
 }
 
 /// One row of `list`, as the apply queue knows it.
@@ -64,4 +66,6 @@ public struct ApplyStatistics: Sendable {
     public var writesRejected: UInt64 = 0
     public var versionsPublished: UInt64 = 0
     public var batches: UInt64 = 0
+    /// Why writes are refused (a full disk), or nil while they are taken.
+    public var readOnlyReason: String?
 }

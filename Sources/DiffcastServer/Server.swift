@@ -30,6 +30,8 @@ public final class Server {
     private var inheritedListeners: Set<UnsafeMutableRawPointer> = []
     private var housekeepingTimers: [UnsafeMutablePointer<uv_timer_t>] = []
     private var counters = LoopCounters()
+    /// Why the apply queue refuses writes (a full disk), while it does.
+    private var readOnlyReason: String?
 
     private struct LoopCounters {
         var connectionsAccepted: UInt64 = 0
@@ -69,8 +71,9 @@ public final class Server {
         applyQueue = ApplyQueue(
             engine: engine, store: store, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
             onPersistenceFailure: { error in
-                // Fail-stop: a write that cannot be made durable must never be acknowledged.
-                logger.critical("cannot persist state, stopping: \(error)")
+                // Fail-stop only where nothing else is safe: the log could not be cut back to its
+                // last good record (a full disk alone is answered `unavailable`).
+                logger.critical("cannot keep the state directory consistent, stopping: \(error)")
                 exit(70)
             },
             deliver: { mailbox.post($0) })
@@ -196,8 +199,11 @@ public final class Server {
 
     private func statusLine() -> String {
         let subscriptions = subscribers.values.reduce(0) { $0 + $1.count }
-        return "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
+        let serving =
+            "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
             + "\(connections.count) connections"
+        guard let readOnlyReason else { return serving }
+        return "read-only: disk full or failing (\(readOnlyReason)); " + serving
     }
 
     // MARK: - Connections
@@ -553,6 +559,9 @@ public final class Server {
             respond(address, SharedBytes(bytes))
         case .statistics(let address, let id, let applied):
             respond(address, SharedBytes(statisticsResponse(id: id, applied)))
+        case .storage(let reason):
+            readOnlyReason = reason
+            systemd.notify("STATUS=\(statusLine())")
         }
     }
 
@@ -576,6 +585,13 @@ public final class Server {
             for (key, value) in fields {
                 output.appendRaw(key)
                 output.append(value)
+            }
+            output.appendRaw(",\"read_only\":")
+            if let reason = applied.readOnlyReason {
+                output.appendRaw("true,\"read_only_reason\":")
+                output.append(string: reason)
+            } else {
+                output.appendRaw("false")
             }
         }
     }

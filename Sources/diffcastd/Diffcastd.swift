@@ -18,6 +18,12 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Check a configuration file, print the result and exit.")
     var checkConfig: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Check a state directory (checkpoint and write-ahead log) without starting or changing it; "
+                + "exits 1 naming the damaged file and offset.", valueName: "dir"))
+    var verifyState: String?
+
     @Option(help: "Unix socket to listen on (default: $DIFFCAST_SOCKET, else /tmp/diffcast.sock).")
     var socket: String?
 
@@ -73,6 +79,15 @@ struct Diffcastd: ParsableCommand {
     var subscribers: String?
 
     func run() throws {
+        if let verifyState {
+            do {
+                print(try StateStore.verify(directory: verifyState))
+                return
+            } catch {
+                print("\(verifyState): \(error)")
+                throw ExitCode(1)
+            }
+        }
         if let checkConfig {
             do {
                 _ = try ValidatedSettings(try settings(configFile: checkConfig))

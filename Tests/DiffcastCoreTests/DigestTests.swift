@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastTestSupport
 import Testing
 
 /// The contract-2 digest against values computed by ../shared/conformance/model.py's `digest()`

@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastTestSupport
 import Testing
 
 @Suite struct DocumentTests {

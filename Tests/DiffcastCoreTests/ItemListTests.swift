@@ -1,3 +1,4 @@
+import DiffcastTestSupport
 import Testing
 
 @testable import DiffcastCore

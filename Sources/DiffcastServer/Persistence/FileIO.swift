@@ -1,19 +1,28 @@
 import Glibc
 
-/// What went wrong with the state directory, naming the file (and offset) involved.
+/// What went wrong with the state directory, naming the file (and offset) involved and what
+/// an operator can do. Recovery throws these before it changes any file.
 public enum PersistenceError: Error, CustomStringConvertible {
     case system(String, path: String, errno: Int32)
     case corruptRecord(path: String, offset: Int, reason: String)
     case badCheckpoint(path: String, reason: String)
+    case missingFile(path: String, reason: String)
+
+    private static let advice =
+        "nothing was changed; check the disk, restore the state directory from a backup, or move the damaged "
+        + "files aside to start from what precedes them (`diffcastd --verify-state DIR` checks a directory "
+        + "without starting)"
 
     public var description: String {
         switch self {
         case .system(let what, let path, let code):
             "\(what) \(path): \(String(cString: strerror(code)))"
         case .corruptRecord(let path, let offset, let reason):
-            "corrupt write-ahead-log record in \(path) at offset \(offset): \(reason); the files are left as they are for inspection"
+            "damaged write-ahead log \(path) at offset \(offset): \(reason); \(Self.advice)"
         case .badCheckpoint(let path, let reason):
-            "unreadable checkpoint \(path): \(reason)"
+            "damaged checkpoint \(path): \(reason); \(Self.advice)"
+        case .missingFile(let path, let reason):
+            "missing \(path): \(reason); \(Self.advice)"
         }
     }
 }

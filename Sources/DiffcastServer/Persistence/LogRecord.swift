@@ -36,10 +36,8 @@ public enum LogRecord: Sendable, Equatable {
         return output.bytes
     }
 
-    init?(payload: [UInt8]) {
-        guard let value = try? JSONParser.parse(payload, maximumDepth: 1024),
-            case .string(let kind) = value["t"], case .string(let name) = value["c"]
-        else { return nil }
+    init?(_ value: JSONValue) {
+        guard case .string(let kind) = value["t"], case .string(let name) = value["c"] else { return nil }
         switch kind {
         case "create":
             guard case .string(let epoch) = value["e"] else { return nil }
@@ -58,5 +56,29 @@ public enum LogRecord: Sendable, Equatable {
         default:
             return nil
         }
+    }
+
+    /// The records of one apply-queue batch as one log payload (a JSON array), so that the log
+    /// holds a batch whole or not at all.
+    static func payload(of records: [LogRecord]) -> [UInt8] {
+        var bytes: [UInt8] = [UInt8(ascii: "[")]
+        for (index, record) in records.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: record.payload)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        return bytes
+    }
+
+    /// The records of one log payload, or nil when it is not one.
+    static func records(inPayload payload: [UInt8]) -> [LogRecord]? {
+        guard let value = try? JSONParser.parse(payload, maximumDepth: 1024), case .array(let elements) = value
+        else { return nil }
+        var records: [LogRecord] = []
+        for element in elements {
+            guard let record = LogRecord(element) else { return nil }
+            records.append(record)
+        }
+        return records
     }
 }

@@ -15,12 +15,18 @@ public enum SyncPolicy: String, Sendable, CaseIterable {
     case never
 }
 
+/// A batch could not be made durable (disk full, quota, I/O error); nothing of it is in the log.
+public struct StorageUnavailable: Error, CustomStringConvertible {
+    public let description: String
+}
+
 /// Keeps the daemon's state in a directory: a write-ahead log of every published batch (one
 /// append and at most one fsync per apply-queue batch: group commit) and, from time to time, a
 /// checkpoint of every collection after which the older log is dropped.
 ///
-/// Files: `checkpoint.json` (written atomically; names the log generation it covers) and
-/// `wal-<generation>.log` (records: 4-byte length, 4-byte CRC-32, JSON payload, little-endian).
+/// Files: `checkpoint.json` (see `CheckpointFile`; written atomically) and `wal-<generation>.log`
+/// (records framed by `LogFrame`). Recovery reads and checks everything before it changes any
+/// file: only a torn tail of the newest log is cut, after its bytes are kept aside.
 public final class StateStore {
     public struct Options: Sendable, Equatable {
         public var sync: SyncPolicy = .always
@@ -34,9 +40,12 @@ public final class StateStore {
     let directory: String
     let options: Options
     let logger: Logger
-    private var generation: UInt64 = 0
+    private var generation: UInt64 = 1
+    private var nextSequence: UInt64 = 1
     private var logDescriptor: Int32 = -1
     private var logBytes = 0
+    /// After a failed checkpoint, the log size at which to try again.
+    private var checkpointRetryBytes = 0
     private var lastSync = ContinuousClock.now
     private var hasUnsyncedRecords = false
 
@@ -58,155 +67,225 @@ public final class StateStore {
 
     // MARK: - Recovery
 
-    /// Loads the checkpoint and replays the log after it into `engine`; a torn last record is
-    /// cut off, a corrupt record before the end stops recovery with its file and offset.
+    /// Loads the checkpoint and replays the logs after it into `engine`. Any damage other than a
+    /// torn tail of the newest log throws, naming the file and offset, with no file changed.
     public func recover(into engine: ApplyEngine) throws {
         let started = ContinuousClock.now
-        var covered: UInt64 = 0
-        if access(checkpointPath, F_OK) == 0 {
-            covered = try loadCheckpoint(into: engine)
+        let state = try Self.read(directory)
+        let records = try Self.load(state, into: engine)
+        // Everything checked out: now, and only now, change files.
+        if let torn = state.tornTail {
+            try keepAside(torn)
         }
-        let generations = try FileIO.listDirectory(directory).compactMap { name -> UInt64? in
-            guard name.hasPrefix("wal-"), name.hasSuffix(".log") else { return nil }
-            return UInt64(name.dropFirst(4).dropLast(4))
-        }.sorted()
-        var records = 0
-        for logGeneration in generations where logGeneration <= covered {
-            unlink(logPath(logGeneration))
-        }
-        for logGeneration in generations where logGeneration > covered {
-            records += try replayLog(logGeneration, into: engine)
-        }
-        generation = max(covered + 1, generations.last ?? 0)
+        for path in state.coveredLogs { unlink(path) }
+        generation = state.appendGeneration
+        nextSequence = state.nextSequence
         try openLog()
         logger.info(
             "state recovered",
             metadata: [
-                "directory": "\(directory)", "collections": "\(engine.collectionCount)",
-                "log_records": "\(records)", "took": "\(ContinuousClock.now - started)",
+                "directory": "\(directory)", "collections": "\(engine.collectionCount)", "log_records": "\(records)",
+                "next_record": "\(nextSequence)", "took": "\(ContinuousClock.now - started)",
             ])
     }
 
-    private func loadCheckpoint(into engine: ApplyEngine) throws -> UInt64 {
-        let bytes = try FileIO.readAll(checkpointPath)
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(bytes, maximumDepth: 1024)
-        } catch {
-            throw PersistenceError.badCheckpoint(path: checkpointPath, reason: error.message)
+    /// Checks a state directory as `recover` would, changing nothing; returns a summary.
+    public static func verify(directory: String) throws -> String {
+        let state = try read(directory)
+        let engine = ApplyEngine()
+        let records = try load(state, into: engine)
+        var summary =
+            "\(directory): checkpoint \(state.checkpoint.map { "covering wal-\($0.coveredGeneration)" } ?? "none"), "
+            + "\(records) log records replayed, \(engine.collectionCount) collections, next record \(state.nextSequence)"
+        if let torn = state.tornTail {
+            summary +=
+                "; a torn tail (\(torn.damage)) at offset \(torn.offset) of \(torn.path) would be cut at start "
+                + "and kept aside as \(torn.asidePath)"
         }
-        guard case .number(let coveredText) = value["wal"], let covered = UInt64(coveredText),
-            case .array(let collections) = value["collections"]
-        else { throw PersistenceError.badCheckpoint(path: checkpointPath, reason: "missing 'wal' or 'collections'") }
-        for entry in collections {
-            guard case .string(let name) = entry["name"], case .string(let epoch) = entry["epoch"],
-                case .number(let versionText) = entry["version"], let version = UInt64(versionText)
-            else {
-                throw PersistenceError.badCheckpoint(
-                    path: checkpointPath, reason: "a collection without name/epoch/version")
-            }
-            let sections: [SectionOutline]
-            do {
-                sections = try CollectionMirror.outline(entry["sections"])
-            } catch {
-                throw PersistenceError.badCheckpoint(path: checkpointPath, reason: "\(name): \(error)")
-            }
-            guard case .string(let digest) = entry["digest"], digest == Digest(of: sections).description else {
-                throw PersistenceError.badCheckpoint(path: checkpointPath, reason: "\(name): digest mismatch")
-            }
-            try engine.restore(collection: name, epoch: epoch, version: version, sections: sections)
-        }
-        return covered
+        return summary
     }
 
-    private func replayLog(_ logGeneration: UInt64, into engine: ApplyEngine) throws -> Int {
-        let path = logPath(logGeneration)
-        let bytes = try FileIO.readAll(path)
-        var offset = 0
-        var records = 0
-        while offset < bytes.count {
-            guard offset + 8 <= bytes.count else {
-                try cutTornTail(path, at: offset, reason: "a partial record header")
-                break
+    /// What a state directory holds, read and checked but not yet applied.
+    private struct DirectoryState {
+        var checkpoint: CheckpointFile.Contents?
+        var logs: [(path: String, bytes: [UInt8], records: [LogFrame.Record])] = []
+        var tornTail: TornTail?
+        var coveredLogs: [String] = []
+        var appendGeneration: UInt64 = 1
+        var nextSequence: UInt64 = 1
+    }
+
+    /// The damaged end of the newest log, which a crash during an append can leave.
+    private struct TornTail {
+        var path: String
+        var offset: Int
+        var damage: LogFrame.Damage
+        var bytes: ArraySlice<UInt8>
+        var asidePath: String { path + ".torn-\(offset)" }
+    }
+
+    private static func read(_ directory: String) throws -> DirectoryState {
+        var state = DirectoryState()
+        let checkpointPath = directory + "/checkpoint.json"
+        if access(checkpointPath, F_OK) == 0 {
+            state.checkpoint = try CheckpointFile.decode(try FileIO.readAll(checkpointPath), path: checkpointPath)
+        }
+        let covered = state.checkpoint?.coveredGeneration ?? 0
+        let generations = try FileIO.listDirectory(directory).compactMap { name -> UInt64? in
+            guard name.hasPrefix("wal-"), name.hasSuffix(".log") else { return nil }
+            return UInt64(name.dropFirst(4).dropLast(4))
+        }.sorted()
+        state.coveredLogs = generations.filter { $0 <= covered }.map { directory + "/wal-\($0).log" }
+        let uncovered = generations.filter { $0 > covered }
+        if state.checkpoint == nil, let first = uncovered.first, first != 1 {
+            throw PersistenceError.missingFile(
+                path: checkpointPath, reason: "the log starts at wal-\(first).log, after a checkpoint")
+        }
+        // Log files follow each other without a gap, from the one after the checkpoint.
+        var expectedGeneration = covered + 1
+        for generation in uncovered {
+            guard generation == expectedGeneration else {
+                throw PersistenceError.missingFile(
+                    path: directory + "/wal-\(expectedGeneration).log",
+                    reason: "wal-\(generation).log exists, so the log before it is missing")
             }
-            let length = Int(littleEndianUInt32(bytes, offset))
-            let checksum = littleEndianUInt32(bytes, offset + 4)
-            let end = offset + 8 + length
-            guard end <= bytes.count else {
-                try cutTornTail(path, at: offset, reason: "a record cut short")
-                break
-            }
-            let payload = Array(bytes[(offset + 8)..<end])
-            guard CRC32.checksum(payload) == checksum else {
-                if end == bytes.count {
-                    try cutTornTail(path, at: offset, reason: "a last record with a bad checksum")
-                    break
+            expectedGeneration += 1
+        }
+        if let checkpoint = state.checkpoint, uncovered.isEmpty, !generations.contains(covered) {
+            // A checkpoint is written only after the log after it has been created.
+            throw PersistenceError.missingFile(
+                path: directory + "/wal-\(checkpoint.coveredGeneration + 1).log",
+                reason: "the checkpoint covers wal-\(checkpoint.coveredGeneration).log and the log after it is gone")
+        }
+        var sequence = state.checkpoint?.nextSequence ?? 1
+        for (index, generation) in uncovered.enumerated() {
+            let path = directory + "/wal-\(generation).log"
+            let bytes = try FileIO.readAll(path)
+            var records: [LogFrame.Record] = []
+            var offset = 0
+            while offset < bytes.count {
+                switch LogFrame.record(in: bytes, at: offset) {
+                case .success(let record):
+                    guard record.sequence == sequence else {
+                        throw PersistenceError.corruptRecord(
+                            path: path, offset: offset,
+                            reason: "record number \(record.sequence) where \(sequence) was expected"
+                                + (record.sequence > sequence ? " (records are missing)" : ""))
+                    }
+                    records.append(record)
+                    sequence += 1
+                    offset = record.end
+                case .failure(let damage):
+                    if offset == 0, bytes.count >= 13, bytes[8..<13].elementsEqual(Array("{\"t\":".utf8)) {
+                        throw PersistenceError.corruptRecord(
+                            path: path, offset: 0,
+                            reason: "written by an older diffcastd (a log without record numbers); "
+                                + "start that version once and stop it cleanly to fold the log into a checkpoint")
+                    }
+                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {
+                        throw PersistenceError.corruptRecord(
+                            path: path, offset: offset,
+                            reason: "\(damage), followed by a valid record (number \(later.sequence)) at offset "
+                                + "\(later.offset): damage inside the log, not a torn tail")
+                    }
+                    guard index == uncovered.count - 1 else {
+                        throw PersistenceError.corruptRecord(
+                            path: path, offset: offset, reason: "\(damage), and newer log files follow this one")
+                    }
+                    state.tornTail = TornTail(path: path, offset: offset, damage: damage, bytes: bytes[offset...])
+                    offset = bytes.count
                 }
-                throw PersistenceError.corruptRecord(path: path, offset: offset, reason: "checksum mismatch")
             }
-            guard let record = LogRecord(payload: payload) else {
-                throw PersistenceError.corruptRecord(path: path, offset: offset, reason: "unreadable record")
-            }
-            do {
-                try engine.replay(record)
-            } catch {
-                throw PersistenceError.corruptRecord(path: path, offset: offset, reason: "\(error)")
-            }
-            records += 1
-            offset = end
+            state.logs.append((path, bytes, records))
         }
-        return records
+        state.appendGeneration = uncovered.last ?? (covered + 1)
+        state.nextSequence = sequence
+        return state
     }
 
-    private func cutTornTail(_ path: String, at offset: Int, reason: String) throws {
+    /// Applies a checked directory state to an engine; returns the number of records replayed.
+    private static func load(_ state: DirectoryState, into engine: ApplyEngine) throws -> Int {
+        for entry in state.checkpoint?.collections ?? [] {
+            try engine.restore(
+                collection: entry.name, epoch: entry.epoch, version: entry.version, sections: entry.sections)
+        }
+        var count = 0
+        for log in state.logs {
+            for record in log.records {
+                guard let batch = LogRecord.records(inPayload: Array(record.payload)) else {
+                    throw PersistenceError.corruptRecord(
+                        path: log.path, offset: record.offset, reason: "a record whose checksum holds but is unreadable"
+                    )
+                }
+                do {
+                    for decoded in batch { try engine.replay(decoded) }
+                } catch {
+                    throw PersistenceError.corruptRecord(path: log.path, offset: record.offset, reason: "\(error)")
+                }
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// Keeps the bytes of a torn tail in a file of their own, then cuts them off the log.
+    private func keepAside(_ torn: TornTail) throws {
+        try FileIO.replaceAtomically(torn.asidePath, with: Array(torn.bytes), directory: directory)
+        guard truncate(torn.path, off_t(torn.offset)) == 0 else {
+            throw PersistenceError.system("truncate", path: torn.path, errno: errno)
+        }
         logger.warning(
-            "cutting off a torn write-ahead-log tail (a crash during a write)",
-            metadata: ["file": "\(path)", "offset": "\(offset)", "reason": "\(reason)"])
-        guard truncate(path, off_t(offset)) == 0 else {
-            throw PersistenceError.system("truncate", path: path, errno: errno)
-        }
-    }
-
-    private func littleEndianUInt32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
-        UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16
-            | UInt32(bytes[offset + 3]) << 24
+            "cut off a torn write-ahead-log tail (a crash during an append); its bytes are kept aside",
+            metadata: [
+                "file": "\(torn.path)", "offset": "\(torn.offset)", "bytes": "\(torn.bytes.count)",
+                "reason": "\(torn.damage)", "kept_as": "\(torn.asidePath)",
+            ])
     }
 
     private func openLog() throws {
+        let descriptor = try FileIO.open(logPath(generation), O_WRONLY | O_CREAT | O_APPEND)
         if logDescriptor >= 0 { close(logDescriptor) }
-        let path = logPath(generation)
-        logDescriptor = try FileIO.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        logDescriptor = descriptor
         logBytes = Int(lseek(logDescriptor, 0, SEEK_END))
         try FileIO.syncDirectory(directory)
     }
 
     // MARK: - Logging writes
 
-    /// Appends the records of one apply-queue batch in one write, and syncs per the policy.
-    /// Returns only when they are as durable as the policy promises.
+    /// Appends the records of one apply-queue batch as one log record, and syncs per the policy.
+    /// Returns only when they are as durable as the policy promises. When they cannot be
+    /// written (no space, quota, I/O error) the log is cut back to where it was and
+    /// `StorageUnavailable` is thrown: nothing of the batch is in the log. If even that fails,
+    /// another error is thrown and the daemon must stop.
     public func append(_ records: [LogRecord]) throws {
         guard !records.isEmpty else { return }
         var frame: [UInt8] = []
-        for record in records {
-            let payload = record.payload
-            var header = UInt32(payload.count).littleEndian
-            withUnsafeBytes(of: &header) { frame.append(contentsOf: $0) }
-            var checksum = CRC32.checksum(payload).littleEndian
-            withUnsafeBytes(of: &checksum) { frame.append(contentsOf: $0) }
-            frame.append(contentsOf: payload)
-        }
+        let sequence = nextSequence + 1
+        LogFrame.encode(sequence: nextSequence, payload: LogRecord.payload(of: records), into: &frame)
         let path = logPath(generation)
-        try FileIO.writeAll(logDescriptor, frame, path: path)
-        logBytes += frame.count
-        hasUnsyncedRecords = true
-        switch options.sync {
-        case .always:
-            try syncLog()
-        case .interval:
-            try syncIfDue()
-        case .never:
-            break
+        do {
+            try FileIO.writeAll(logDescriptor, frame, path: path)
+            if options.sync == .always { try FileIO.sync(logDescriptor, path: path) }
+        } catch {
+            try cutBack(to: logBytes, path: path)
+            throw StorageUnavailable(description: "\(error)")
         }
+        logBytes += frame.count
+        nextSequence = sequence
+        if options.sync == .always {
+            lastSync = ContinuousClock.now
+        } else {
+            hasUnsyncedRecords = true
+            if options.sync == .interval { try syncIfDue() }
+        }
+    }
+
+    /// Takes a half-written append back off the log, so it never holds a partial record.
+    private func cutBack(to offset: Int, path: String) throws {
+        guard ftruncate(logDescriptor, off_t(offset)) == 0 else {
+            throw PersistenceError.system("truncate back after a failed append", path: path, errno: errno)
+        }
+        try FileIO.sync(logDescriptor, path: path)
     }
 
     /// For the `interval` policy: syncs when the interval has passed since the last sync.
@@ -214,44 +293,57 @@ public final class StateStore {
         guard hasUnsyncedRecords,
             ContinuousClock.now - lastSync >= .milliseconds(options.syncIntervalMilliseconds)
         else { return }
-        try syncLog()
-    }
-
-    private func syncLog() throws {
         try FileIO.sync(logDescriptor, path: logPath(generation))
         lastSync = ContinuousClock.now
         hasUnsyncedRecords = false
     }
 
+    /// Whether the state directory takes writes again: a probe file of one log page's worth is
+    /// written, synced and removed.
+    public func hasRoom() -> Bool {
+        let path = directory + "/.space-probe"
+        defer { unlink(path) }
+        guard let descriptor = try? FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC) else { return false }
+        defer { close(descriptor) }
+        let probe = [UInt8](repeating: 0, count: 64 * 1024)
+        return (try? FileIO.writeAll(descriptor, probe, path: path)) != nil
+            && (try? FileIO.sync(descriptor, path: path)) != nil
+    }
+
     // MARK: - Checkpoints
 
     /// Whether the log has grown enough to be folded into a checkpoint.
-    public var wantsCheckpoint: Bool { logBytes >= options.checkpointLogBytes }
+    public var wantsCheckpoint: Bool { logBytes >= max(options.checkpointLogBytes, checkpointRetryBytes) }
 
     /// Writes every collection of `engine` to a new checkpoint covering the current log, then
-    /// starts a new log and removes the old one.
+    /// appends to a new log and removes the old one. The new log exists before the checkpoint
+    /// names it, so a checkpoint never points past a missing file. On failure (a full disk)
+    /// nothing changes but a retry later; the log still holds everything.
     public func checkpoint(_ engine: ApplyEngine) throws {
         let started = ContinuousClock.now
-        var output = JSONOutput(reservingCapacity: 1 << 16)
-        output.appendRaw("{\"wal\":")
-        output.append(generation)
-        output.appendRaw(",\"collections\":[")
-        for (index, entry) in engine.checkpointEntries().enumerated() {
-            output.appendRaw(index == 0 ? "{\"name\":" : ",{\"name\":")
-            output.append(string: entry.name)
-            WireEncoder.appendState(of: entry.snapshot, version: entry.version, epoch: entry.epoch, into: &output)
-            output.appendByte(UInt8(ascii: "}"))
+        let next = generation + 1
+        let nextDescriptor = try FileIO.open(logPath(next), O_WRONLY | O_CREAT | O_APPEND)
+        let bytes = CheckpointFile.encode(
+            engine.checkpointEntries(), coveredGeneration: generation, nextSequence: nextSequence)
+        do {
+            try FileIO.syncDirectory(directory)
+            try FileIO.replaceAtomically(checkpointPath, with: bytes, directory: directory)
+        } catch {
+            close(nextDescriptor)
+            unlink(logPath(next))
+            unlink(checkpointPath + ".tmp")
+            checkpointRetryBytes = logBytes + max(options.checkpointLogBytes / 4, 4096)
+            throw error
         }
-        output.appendRaw("]}\n")
-        try FileIO.replaceAtomically(checkpointPath, with: output.bytes, directory: directory)
         let old = generation
-        generation += 1
-        try openLog()
+        close(logDescriptor)
+        logDescriptor = nextDescriptor
+        generation = next
+        logBytes = 0
+        checkpointRetryBytes = 0
         unlink(logPath(old))
         logger.info(
             "checkpoint written",
-            metadata: [
-                "bytes": "\(output.bytes.count)", "covers_log": "\(old)", "took": "\(ContinuousClock.now - started)",
-            ])
+            metadata: ["bytes": "\(bytes.count)", "covers_log": "\(old)", "took": "\(ContinuousClock.now - started)"])
     }
 }

@@ -1,29 +1,40 @@
 import DiffcastCore
 
-// The tests' own idea of SPEC.md, written apart from the code it checks: states as plain byte
+// The tests' own idea of SPEC.md, shared by every test target, written apart from the code it checks: states as plain byte
 // arrays, a changeset applier that takes every list in the order given and rejects anything
 // out of place, the move-minimality law, and a digest checked against golden values of
 // ../shared/conformance/model.py. Nothing here calls DiffcastCore's differ, applier or digest.
 
 /// An item as bytes: identity and content, nothing else.
-struct PlainItem: Equatable, CustomStringConvertible {
-    var id: [UInt8]
-    var data: [UInt8]?
+public struct PlainItem: Equatable, CustomStringConvertible {
+    public var id: [UInt8]
+    public var data: [UInt8]?
 
-    var description: String {
+    public init(id: [UInt8], data: [UInt8]?) {
+        self.id = id
+        self.data = data
+    }
+
+    public var description: String {
         String(decoding: id, as: UTF8.self) + (data.map { "=" + String(decoding: $0, as: UTF8.self) } ?? "")
     }
 }
 
-struct PlainSection: Equatable {
-    var id: [UInt8]
-    var data: [UInt8]?
-    var items: [PlainItem]
+public struct PlainSection: Equatable {
+    public var id: [UInt8]
+    public var data: [UInt8]?
+    public var items: [PlainItem]
+
+    public init(id: [UInt8], data: [UInt8]?, items: [PlainItem]) {
+        self.id = id
+        self.data = data
+        self.items = items
+    }
 }
 
-typealias PlainState = [PlainSection]
+public typealias PlainState = [PlainSection]
 
-func plain(_ snapshot: Snapshot) -> PlainState {
+public func plain(_ snapshot: Snapshot) -> PlainState {
     snapshot.sections.map { section in
         PlainSection(
             id: Array(section.id.text.utf8), data: section.data.map { Array($0.text.utf8) },
@@ -34,11 +45,11 @@ func plain(_ snapshot: Snapshot) -> PlainState {
     }
 }
 
-func bytes(_ id: Identifier) -> [UInt8] { Array(id.text.utf8) }
-func bytes(_ data: JSONText?) -> [UInt8]? { data.map { Array($0.text.utf8) } }
+public func bytes(_ id: Identifier) -> [UInt8] { Array(id.text.utf8) }
+public func bytes(_ data: JSONText?) -> [UInt8]? { data.map { Array($0.text.utf8) } }
 
-struct OracleViolation: Error, CustomStringConvertible {
-    let description: String
+public struct OracleViolation: Error, CustomStringConvertible {
+    public let description: String
     init(_ description: String) { self.description = description }
 }
 
@@ -46,8 +57,8 @@ struct OracleViolation: Error, CustomStringConvertible {
 /// deletions and moves must name the identifier found at their old position, updates must hold
 /// the item they name and (unless `updatesMayRepeatData`, for reconfigures) change its data.
 /// Lists are applied in the order given: nothing is sorted here.
-enum StrictApplier {
-    static func apply(_ changeset: Changeset, to old: PlainState, updatesMayRepeatData: Bool = false) throws
+public enum StrictApplier {
+    public static func apply(_ changeset: Changeset, to old: PlainState, updatesMayRepeatData: Bool = false) throws
         -> PlainState
     {
         let sections = changeset.sections
@@ -205,8 +216,8 @@ private func < (lhs: [Int], rhs: [Int]) -> Bool { lhs.lexicographicallyPrecedes(
 /// The move-minimality law of SPEC.md: a section or item is moved only when its relative order
 /// among the survivors changed, and the survivors on one longest increasing subsequence stay.
 /// Items that change section are always moved.
-enum MoveLaw {
-    static func expectedMoves(from old: PlainState, to new: PlainState) -> (sections: Int, items: Int) {
+public enum MoveLaw {
+    public static func expectedMoves(from old: PlainState, to new: PlainState) -> (sections: Int, items: Int) {
         var oldSectionIndex: [[UInt8]: Int] = [:]
         for (index, section) in old.enumerated() { oldSectionIndex[section.id] = index }
         let survivingSections = new.compactMap { oldSectionIndex[$0.id] }
@@ -228,7 +239,7 @@ enum MoveLaw {
     }
 
     /// Length of a longest strictly increasing subsequence, by patience sorting.
-    static func lisLength(_ values: [Int]) -> Int {
+    public static func lisLength(_ values: [Int]) -> Int {
         var tails: [Int] = []
         for value in values {
             var low = 0
@@ -244,7 +255,7 @@ enum MoveLaw {
 }
 
 /// Checks one changeset from `old` to `new` with every oracle above.
-func checkStrictly(
+public func checkStrictly(
     _ changeset: Changeset, from old: PlainState, to new: PlainState, updatesMayRepeatData: Bool = false
 ) throws {
     let applied = try StrictApplier.apply(changeset, to: old, updatesMayRepeatData: updatesMayRepeatData)
@@ -261,11 +272,11 @@ func checkStrictly(
 
 /// SPEC.md's digest, written out token by token over plain bytes. It is checked against golden
 /// values from model.py (DigestTests) before anything else trusts it.
-enum ReferenceDigest {
+public enum ReferenceDigest {
     static let modulus: UInt64 = (1 << 61) - 1
     static let base: UInt64 = 1_099_511_628_211
 
-    static func of(_ state: PlainState) -> String {
+    public static func of(_ state: PlainState) -> String {
         var digest: UInt64 = 0
         for section in state {
             digest = step(digest, token(UInt8(ascii: "S"), section.id, section.data))
