@@ -124,6 +124,12 @@ public final class ApplyQueue: Sendable {
             onPersistenceFailure(error)
             return
         }
+        for (index, outcome) in outcomes.enumerated() {
+            if case .statistics(let address, let id, var statistics) = outcome {
+                statistics.logSyncs = store.syncs
+                outcomes[index] = .statistics(address, id: id, statistics)
+            }
+        }
         if store.wantsCheckpoint {
             do {
                 try store.checkpoint(engine)

@@ -68,4 +68,6 @@ public struct ApplyStatistics: Sendable {
     public var batches: UInt64 = 0
     /// Why writes are refused (a full disk), or nil while they are taken.
     public var readOnlyReason: String?
+    /// fdatasync calls on the write-ahead log (0 without a state directory).
+    public var logSyncs: UInt64 = 0
 }

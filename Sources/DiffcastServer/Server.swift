@@ -581,6 +581,7 @@ public final class Server {
                 (",\"bytes_queued\":", counters.bytesQueued),
                 (",\"catch_ups\":", counters.catchUps),
                 (",\"slow_disconnects\":", counters.slowDisconnects),
+                (",\"log_syncs\":", applied.logSyncs),
             ]
             for (key, value) in fields {
                 output.appendRaw(key)

@@ -182,6 +182,29 @@ import Testing
         _ = daemon.stop()
     }
 
+    /// With `--sync always` every acknowledged write was fdatasync'ed before its answer; with
+    /// `--sync never`, none is.
+    @Test(arguments: [("always", true), ("never", false)])
+    func acknowledgementsWaitForTheSyncThePolicyPromises(policy: String, syncs: Bool) throws {
+        let stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dc-sync-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: stateDirectory) }
+        let daemon = try Daemon(
+            arguments: ["--state-dir", stateDirectory.path, "--sync", policy], socketPath: stateDirectory.path + ".sock"
+        )
+        let client = try Client(path: daemon.socketPath)
+        for index in 0..<20 {
+            #expect(try client.request(#"append_sections sy {"sections":[{"id":"s\#(index)"}]}"#).isOK)
+        }
+        let counted = try client.request("stats")["log_syncs"]?.int ?? -1
+        if syncs {
+            #expect(counted >= 20)
+        } else {
+            #expect(counted == 0)
+        }
+        _ = daemon.stop()
+    }
+
     @Test func aSubscriberResumesAfterARestartWithOneChangeset() throws {
         let stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "dc-resume-\(UUID().uuidString.prefix(8))")

@@ -48,6 +48,9 @@ public final class StateStore {
     private var checkpointRetryBytes = 0
     private var lastSync = ContinuousClock.now
     private var hasUnsyncedRecords = false
+    /// fdatasync calls on the log so far (for `stats`: with `--sync always`, at least one per
+    /// acknowledged batch).
+    public private(set) var syncs: UInt64 = 0
 
     private var checkpointPath: String { directory + "/checkpoint.json" }
     private func logPath(_ generation: UInt64) -> String { directory + "/wal-\(generation).log" }
@@ -265,19 +268,24 @@ public final class StateStore {
         let path = logPath(generation)
         do {
             try FileIO.writeAll(logDescriptor, frame, path: path)
-            if options.sync == .always { try FileIO.sync(logDescriptor, path: path) }
+            if options.sync == .always { try syncLog(path: path) }
         } catch {
             try cutBack(to: logBytes, path: path)
             throw StorageUnavailable(description: "\(error)")
         }
         logBytes += frame.count
         nextSequence = sequence
-        if options.sync == .always {
-            lastSync = ContinuousClock.now
-        } else {
+        if options.sync != .always {
             hasUnsyncedRecords = true
             if options.sync == .interval { try syncIfDue() }
         }
+    }
+
+    private func syncLog(path: String) throws {
+        try FileIO.sync(logDescriptor, path: path)
+        syncs += 1
+        lastSync = ContinuousClock.now
+        hasUnsyncedRecords = false
     }
 
     /// Takes a half-written append back off the log, so it never holds a partial record.
@@ -293,9 +301,7 @@ public final class StateStore {
         guard hasUnsyncedRecords,
             ContinuousClock.now - lastSync >= .milliseconds(options.syncIntervalMilliseconds)
         else { return }
-        try FileIO.sync(logDescriptor, path: logPath(generation))
-        lastSync = ContinuousClock.now
-        hasUnsyncedRecords = false
+        try syncLog(path: logPath(generation))
     }
 
     /// Whether the state directory takes writes again: a probe file of one log page's worth is

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Applies deliberate bugs to a scratch copy of the sources, one at a time, and runs the suites
+# that should notice. Prints one line per mutant: killed (by which tests) or SURVIVED. Every
+# mutant must be killed; run it before stopping when the core, the wire or the store changed.
+#
+#   scripts/mutate.sh            # every mutant
+#   scripts/mutate.sh digest     # the mutants whose name contains "digest"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+scratch=${MUTATE_DIR:-/tmp/diffcast-mutants}
+mkdir -p "$scratch"
+rsync -a --delete --exclude .build --exclude '.build-*' --exclude .git "$root/" "$scratch/src/"
+build="$scratch/build"
+
+# name | file | exact text to replace | replacement | test filter
+mutants=$(cat <<'EOF'
+constant-digest|Sources/DiffcastCore/Digest.swift|        value = part.value\n    }\n\n    /// The digest of plain values|        value = 0\n    }\n\n    /// The digest of plain values|DiffcastCoreTests|DiffcastWireTests
+every-survivor-moved|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|        members[position] = true|        members[position] = false|DiffcastCoreTests
+unsorted-lists|Sources/DiffcastCore/Changeset.swift|    public mutating func sortLists() {|    public mutating func sortLists() {\n        if Bool(true) { return }|DiffcastCoreTests
+unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)|        lhs.text == rhs.text|DiffcastCoreTests|DiffcastWireTests
+accept-unknown-keys|Sources/DiffcastWire/RequestDecoder.swift|        let always: Set<String> = place.isEmpty ? ["op", "id"] : []|        if Bool(true) { return }\n        let always: Set<String> = place.isEmpty ? ["op", "id"] : []|DiffcastWireTests
+response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests
+skip-log-fsync|Sources/DiffcastServer/Persistence/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
+corruption-taken-for-torn-tail|Sources/DiffcastServer/Persistence/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
+unpersisted-batch-kept|Sources/DiffcastServer/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
+EOF
+)
+
+killed=0
+survived=0
+printf '%-32s %s\n' "mutant" "result"
+while IFS='|' read -r name file from to filters; do
+  [ -n "$name" ] || continue
+  if [ $# -gt 0 ] && [[ "$name" != *"$1"* ]]; then continue; fi
+  rsync -a "$root/$file" "$scratch/src/$file"
+  python3 - "$scratch/src/$file" "$from" "$to" <<'PY'
+import sys
+path, old, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), sys.argv[3].replace("\\n", "\n")
+text = open(path).read()
+if text.count(old) != 1:
+    sys.exit(f"mutant does not apply: {old!r} found {text.count(old)} times in {path}")
+open(path, "w").write(text.replace(old, new))
+PY
+  log="$scratch/$name.log"
+  filter=$(echo "$filters" | tr '|' '\n' | paste -sd'|')
+  if ! (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$log" 2>&1); then
+    printf '%-32s %s\n' "$name" "killed by the compiler (see $log)"
+    killed=$((killed + 1))
+  elif (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); then
+    printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
+    survived=$((survived + 1))
+  else
+    tests=$(grep -oE '✘ Test [A-Za-z0-9_]+' "$log" | sed 's/✘ Test //' | sort -u | head -4 | paste -sd, -)
+    printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
+    killed=$((killed + 1))
+  fi
+  rsync -a "$root/$file" "$scratch/src/$file"
+done <<< "$mutants"
+echo "$killed killed, $survived survived"
+[ "$survived" -eq 0 ]
