@@ -2,6 +2,8 @@
 # packages they need first (libuv1-dev to build, netcat-openbsd and systemd's tools for the tests).
 
 SWIFT ?= swift
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/diffcastd/Diffcastd.swift)
+COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 SOCKET ?= /tmp/diffcast.sock
 CHECKER ?= ../shared/conformance/check.py
 PREFIX ?= /usr/local
@@ -10,9 +12,11 @@ UNITDIR ?= /etc/systemd/system
 SYSUSERSDIR ?= /etc/sysusers.d
 APT_PACKAGES := libuv1-dev pkg-config netcat-openbsd systemd
 BENCH_PACKAGES := redis-server
+DIST_PACKAGES := help2man binutils dpkg
+SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build release run test conformance soak bench install lint clean
+.PHONY: deps bench-deps build release stamp run test conformance soak bench install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
 define apt_install
@@ -33,8 +37,18 @@ bench-deps: deps
 build: deps
 	$(SWIFT) build
 
-release: deps
-	$(SWIFT) build -c release --product diffcastd
+# The commit goes into the binary through Sources/CBuildInfo/commit.h (rewritten only when it
+# changes, so only that C file recompiles).
+stamp:
+	@line='#define DIFFCAST_COMMIT "$(COMMIT)"'; \
+	[ "$$(cat Sources/CBuildInfo/commit.h 2>/dev/null)" = "$$line" ] || echo "$$line" > Sources/CBuildInfo/commit.h
+
+# A self-contained release binary: the Swift standard library linked in statically, so it
+# needs only libuv1, libstdc++, libgcc_s and libc where it is installed.
+RELEASE_BUILD = $(SWIFT) build -c release --static-swift-stdlib --product diffcastd
+
+release: deps stamp
+	$(RELEASE_BUILD)
 
 run: release
 	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))"
@@ -47,7 +61,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 	@if [ -e $(CHECKER) ]; then \
-	  $(SWIFT) build -c release --product diffcastd && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
+	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
 	else echo "conformance: $(CHECKER) not found; skipped"; fi
 
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
@@ -55,8 +69,7 @@ conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2
 
 # Prints every benchmark table: `make bench BENCH=diff` (or pipeline, durability) for one.
-bench: bench-deps
-	$(SWIFT) build -c release --product diffcastd
+bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	@for b in $(or $(BENCH),diff pipeline durability); do .build/release/DiffcastBenchmarks $$b || exit 1; done
 
@@ -65,8 +78,18 @@ soak: deps
 	$(SWIFT) build --build-tests
 	DIFFCAST_CRASH_CYCLES=$(or $(CYCLES),200) $(SWIFT) test --skip-build --filter acknowledgedWritesSurviveKillNine
 
-install: release
-	install -D -m 0755 .build/release/diffcastd $(DESTDIR)$(PREFIX)/bin/diffcastd
+# What `make install` and `make deb` ship: the stripped binary and its man page.
+DIST := .build/dist
+dist: release
+	$(call apt_install,$(DIST_PACKAGES))
+	mkdir -p $(DIST)
+	strip -o $(DIST)/diffcastd .build/release/diffcastd
+	help2man --no-info --section 8 --name "collections of sections and items, published as minimal changesets" \
+	  --version-string "$(VERSION)" $(DIST)/diffcastd > $(DIST)/diffcastd.8
+
+install: dist
+	install -D -m 0755 $(DIST)/diffcastd $(DESTDIR)$(PREFIX)/bin/diffcastd
+	install -D -m 0644 $(DIST)/diffcastd.8 $(DESTDIR)$(PREFIX)/share/man/man8/diffcastd.8
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(PREFIX)/share/doc/diffcast
 	sed 's|/usr/local|$(PREFIX)|g' systemd/diffcast.service > $(DESTDIR)$(UNITDIR)/diffcast.service
 	install -m 0644 systemd/diffcast.socket $(DESTDIR)$(UNITDIR)/diffcast.socket
@@ -74,6 +97,16 @@ install: release
 	install -d $(DESTDIR)/etc/diffcast
 	[ -e $(DESTDIR)/etc/diffcast/diffcastd.yaml ] || install -m 0644 config/diffcastd.yaml $(DESTDIR)/etc/diffcast/diffcastd.yaml
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/diffcast/README.md
+
+# A Debian package: diffcast_<version>_amd64.deb in .build/dist (see packaging/).
+deb: dist
+	./packaging/build-deb.sh "$(VERSION)" $(DIST)
+
+# Boots a real systemd (bookworm in systemd-nspawn), installs the package and runs the README's
+# service steps in it. Needs root and the Debian mirror; the root is cached in /var/cache.
+test-service: deb
+	$(call apt_install,$(SERVICE_TEST_PACKAGES))
+	./scripts/test-service.sh $(DIST)/diffcast_$(VERSION)_amd64.deb
 
 lint:
 	$(SWIFT) format lint -r Sources Tests Benchmarks

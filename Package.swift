@@ -21,6 +21,8 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // The commit a binary was built from (a C define that `make` sets; "unknown" otherwise).
+        .target(name: "CBuildInfo"),
         .target(name: "DiffcastCore"),
         .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
         .target(
@@ -40,7 +42,7 @@ let package = Package(
         .executableTarget(
             name: "diffcastd",
             dependencies: [
-                "DiffcastServer", "DiffcastConfiguration",
+                "DiffcastServer", "DiffcastConfiguration", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

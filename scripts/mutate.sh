@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 scratch=${MUTATE_DIR:-/tmp/diffcast-mutants}
-mkdir -p "$scratch"
-rsync -a --delete --exclude .build --exclude '.build-*' --exclude .git "$root/" "$scratch/src/"
+rm -rf "$scratch/src"
+mkdir -p "$scratch/src"
+git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$scratch/src"
 build="$scratch/build"
 
 # name | file | exact text to replace | replacement | test filter
@@ -33,7 +34,7 @@ printf '%-32s %s\n' "mutant" "result"
 while IFS='|' read -r name file from to filters; do
   [ -n "$name" ] || continue
   if [ $# -gt 0 ] && [[ "$name" != *"$1"* ]]; then continue; fi
-  rsync -a "$root/$file" "$scratch/src/$file"
+  cp "$root/$file" "$scratch/src/$file"
   python3 - "$scratch/src/$file" "$from" "$to" <<'PY'
 import sys
 path, old, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), sys.argv[3].replace("\\n", "\n")
@@ -51,11 +52,11 @@ PY
     printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
     survived=$((survived + 1))
   else
-    tests=$(grep -oE '✘ Test [A-Za-z0-9_]+' "$log" | sed 's/✘ Test //' | sort -u | head -4 | paste -sd, -)
+    tests=$(grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//' | sort -u | head -4 | paste -sd, -)
     printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
     killed=$((killed + 1))
   fi
-  rsync -a "$root/$file" "$scratch/src/$file"
+  cp "$root/$file" "$scratch/src/$file"
 done <<< "$mutants"
 echo "$killed killed, $survived survived"
 [ "$survived" -eq 0 ]

@@ -109,10 +109,11 @@ struct DiffBenchmark: ParsableCommand {
 
     private func printSmallWritesTable() {
         emit("## Small writes on a \(writesCollectionSize)-item collection (ops → changeset → encoded event)\n")
-        emit("apply+diff: the writes and `Document.changeset(since:)`; encode: the event bytes; digest: SPEC's")
-        emit("FNV-1a over every identifier, which any version needs whatever changed. Median of \(runs) runs.\n")
-        emit("| sections | op | batch | apply+diff (ms) | encode (ms) | digest (ms) | listed |")
-        emit("|---:|---|---:|---:|---:|---:|---:|")
+        emit("apply+diff: the writes and `Document.changeset(since:)`; encode: the event bytes; digest: the")
+        emit("contract-2 digest, combined from cached chunk digests; mirror: a client applying the changeset")
+        emit("to its copy (`Changeset.apply(to:)`) and checking the digest. Median of \(runs) runs.\n")
+        emit("| sections | op | batch | apply+diff (ms) | encode (ms) | digest (ms) | mirror (ms) | listed |")
+        emit("|---:|---|---:|---:|---:|---:|---:|---:|")
         for sections in [1, 100] {
             var rng = SplitMix64(seed: 7)
             let perSection = writesCollectionSize / sections
@@ -128,6 +129,7 @@ struct DiffBenchmark: ParsableCommand {
                     var applyDiff: [Double] = []
                     var encode: [Double] = []
                     var digest: [Double] = []
+                    var mirror: [Double] = []
                     var listed = 0
                     for run in 0..<runs {
                         var document = base
@@ -150,6 +152,10 @@ struct DiffBenchmark: ParsableCommand {
                         _ = WireEncoder.changesetEvent(
                             collection: "bench", epoch: "e", from: 1, to: 2, changeset: changeset, digest: digestValue)
                         let encoded = ContinuousClock.now
+                        if let mirrored = try? changeset.apply(to: snapshot), Digest(of: mirrored) != digestValue {
+                            emit("mirror diverged: \(op) batch \(batch)")
+                        }
+                        mirror.append(milliseconds(ContinuousClock.now - encoded))
                         applyDiff.append(milliseconds(diffed - start))
                         digest.append(milliseconds(digested - diffed))
                         encode.append(milliseconds(encoded - digested))
@@ -158,7 +164,7 @@ struct DiffBenchmark: ParsableCommand {
                             + changeset.items.inserted.count + changeset.items.deleted.count
                     }
                     emit(
-                        "| \(sections) | \(op) | \(batch) | \(format(applyDiff.median)) | \(format(encode.median)) | \(format(digest.median)) | \(listed) |"
+                        "| \(sections) | \(op) | \(batch) | \(format(applyDiff.median)) | \(format(encode.median)) | \(format(digest.median)) | \(format(mirror.median)) | \(listed) |"
                     )
                 }
             }

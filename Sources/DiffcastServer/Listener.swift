@@ -64,7 +64,15 @@ enum Listener {
             uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
             opened = uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
         }
-        return try listen(handle, bound: opened, describedAs: "inherited fd \(descriptor)", server: server)
+        var name = "inherited fd \(descriptor)"
+        if isUnix {
+            let path = withUnsafeBytes(of: &address) { raw in
+                // sockaddr_un: the family (2 bytes), then the NUL-terminated path.
+                String(decoding: raw.dropFirst(2).prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if !path.isEmpty { name += " (\(path))" }
+        }
+        return try listen(handle, bound: opened, describedAs: name, server: server)
     }
 
     /// Starts listening on a bound (or inherited) handle; on any failure closes it and throws.
@@ -83,6 +91,7 @@ enum Listener {
             throw ServerError.libuv("listening on \(what)", result)
         }
         server.logger.info("listening on \(what)")
+        server.listenerNames.append(what)
         return handle
     }
 

@@ -15,6 +15,8 @@ public final class Server {
     let loop: UnsafeMutablePointer<uv_loop_t>
     private let parser: RequestParser
     private var listeners: [UnsafeMutableRawPointer] = []
+    /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
+    public internal(set) var listenerNames: [String] = []
     private var connections: [ConnectionID: Connection] = [:]
     private var subscribers: [String: Set<ConnectionID>] = [:]
     private var lastConnectionID: ConnectionID = 0

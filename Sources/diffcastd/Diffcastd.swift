@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 import DiffcastConfiguration
 import DiffcastServer
 import Foundation
@@ -8,9 +9,16 @@ import Logging
 /// with `--config`, then these options; `config/diffcastd.yaml` documents every key.
 @main
 struct Diffcastd: ParsableCommand {
+    static let version = "0.2.0"
+
     static let configuration = CommandConfiguration(
         commandName: "diffcastd",
-        abstract: "Holds named collections of sections and items and publishes minimal changesets to subscribers.")
+        abstract: "Holds named collections of sections and items and publishes minimal changesets to subscribers.",
+        discussion: """
+            Clients connect to the Unix socket (nc -U) and send one request per line; see
+            /usr/share/doc/diffcast/README.md and the protocol in docs/protocol.md.
+            """,
+        version: "diffcastd \(version) (commit \(String(cString: diffcast_build_commit())))")
 
     @Option(help: "Configuration file (YAML); SIGHUP re-reads it.")
     var config: String?
@@ -128,7 +136,11 @@ struct Diffcastd: ParsableCommand {
                 ?? "in memory only: a restart loses everything"
             try server.run(engine: engine, store: store) {
                 logger.info(
-                    "ready", metadata: ["socket": "\(validated.server.socketPath ?? "-")", "state": "\(state)"])
+                    "ready",
+                    metadata: [
+                        "listening": "\(server.listenerNames.joined(separator: ", "))", "state": "\(state)",
+                        "version": "\(Self.version)",
+                    ])
             }
         } catch {
             logger.critical("cannot start: \(error)")

@@ -134,4 +134,39 @@ import Testing
         // The socket belongs to whoever activated us: the daemon leaves its path alone.
         #expect(FileManager.default.fileExists(atPath: daemon.socketPath))
     }
+
+    /// Under journald ($JOURNAL_STREAM naming stderr) every line starts with its syslog
+    /// priority, so `journalctl -p warning` shows warnings and errors and nothing else; a
+    /// JOURNAL_STREAM that names another file changes nothing.
+    @Test(arguments: [true, false])
+    func linesCarryTheirPriorityForJournald(announced: Bool) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dc-jr-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let logPath = directory.appendingPathComponent("stderr").path
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        var status = stat()
+        #expect(stat(logPath, &status) == 0)
+        let socketPath = directory.appendingPathComponent("s.sock").path
+        let process = Process()
+        process.executableURL = Daemon.binary
+        process.arguments = ["--socket", socketPath, "--log-level", "info"]
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "JOURNAL_STREAM": announced ? "\(status.st_dev):\(status.st_ino)" : "\(status.st_dev):1"
+        ]) { $1 }
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        try process.run()
+        try waitUntil("the daemon listens") { (try? Client(path: socketPath)).map { $0.close() } != nil }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        let lines = (try String(contentsOfFile: logPath, encoding: .utf8)).split(separator: "\n").map(String.init)
+        if announced {
+            #expect(lines.contains { $0.hasPrefix("<6>ready ") }, "\(lines)")
+            #expect(lines.allSatisfy { $0.hasPrefix("<") }, "\(lines)")
+        } else {
+            #expect(lines.contains { $0.contains(" info diffcastd: ready ") }, "\(lines)")
+            #expect(!lines.contains { $0.hasPrefix("<") }, "\(lines)")
+        }
+    }
 }
