@@ -13,6 +13,8 @@ rm -rf "$scratch/src"
 mkdir -p "$scratch/src"
 git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$scratch/src"
 build="$scratch/build"
+# The daemon tests start the binary built here, not one from the source tree.
+export DIFFCASTD="$build/debug/diffcastd"
 
 # name | file | exact text to replace | replacement | test filter
 mutants=$(cat <<'EOF'
@@ -27,6 +29,13 @@ corruption-taken-for-torn-tail|Sources/DiffcastServer/Persistence/StateStore.swi
 unpersisted-batch-kept|Sources/DiffcastServer/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
 EOF
 )
+
+# The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
+all_filters=$(echo "$mutants" | cut -d'|' -f5- | tr '|' '\n' | sort -u | paste -sd'|')
+(cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$scratch/baseline.log" 2>&1) \
+  || { echo "the unmutated copy does not build (see $scratch/baseline.log)"; exit 1; }
+(cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$all_filters" \
+  >>"$scratch/baseline.log" 2>&1) || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
 
 killed=0
 survived=0

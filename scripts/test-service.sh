@@ -49,7 +49,8 @@ if [ ! -x "$cache/usr/lib/systemd/systemd" ] && [ ! -x "$cache/lib/systemd/syste
   mv "$cache.partial" "$cache"
 fi
 cp -a "$cache" "$root"
-cp "$deb" "$root/tmp/diffcast.deb"
+# Not /tmp: the guest's systemd mounts a tmpfs over it at boot.
+cp "$deb" "$root/root/diffcast.deb"
 
 systemd-nspawn -b -D "$root" --keep-unit --register=no --console=pipe --private-network \
   --machine=diffcast-test >"$work/boot.log" 2>&1 </dev/null &
@@ -75,6 +76,11 @@ request() {  # request USER LINE: one request through nc, its response on stdout
   as_user "$user" sh -c "printf '%s\n' '$line' | nc -U -N -w 5 /run/diffcast/diffcast.sock"
 }
 main_pid() { in_guest systemctl show -p MainPID --value diffcast.service; }
+# Signals a pid in the guest; never 0 or empty (kill 0 would hit this script's process group).
+signal_guest() {
+  case "$2" in '' | 0) echo "no main pid to signal" >&2; return 1 ;; esac
+  in_guest kill "$1" "$2"
+}
 expect_in() {  # expect_in TEXT COMMAND...: the command's output contains TEXT
   local text=$1
   shift
@@ -92,8 +98,9 @@ wait_active() {
   return 1
 }
 
-step "the package installs" in_guest sh -c 'apt-get install -y -q /tmp/diffcast.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; dpkg -s diffcast | grep ^Version'
-step "diffcastd runs without the Swift toolchain" expect_in "diffcastd" in_guest /usr/bin/diffcastd --version
+step "apt install ./diffcast.deb installs it" in_guest sh -c \
+  'cd /root && apt-get install -y -q ./diffcast.deb >/root/apt.log 2>&1 || { cat /root/apt.log; exit 1; }; dpkg -s diffcast | grep ^Version'
+step "diffcastd runs without the Swift toolchain" expect_in "diffcastd 0." in_guest /usr/bin/diffcastd --version
 step "the socket is listening, the service not yet started" sh -c \
   "[ \"\$(nsenter -t $guest -a systemctl is-active diffcast.socket)\" = active ] && [ \"\$(nsenter -t $guest -a systemctl is-active diffcast.service)\" != active ]"
 in_guest useradd -m -G diffcast alice
@@ -102,12 +109,15 @@ step "a group member's first connection starts the service" expect_in '"ok":true
 step "the service is active" wait_active
 step "a write is acknowledged" expect_in '"version":1' request alice 'append_sections feed {"sections":[{"id":"today"}]}'
 step "a second write on a new connection" expect_in '"version":2' request alice 'append_items feed {"items":["t1"]}'
-step "a non-member is refused" sh -c "! nsenter -t $guest -a runuser -u bob -- sh -c 'echo ping | nc -U -N -w 2 /run/diffcast/diffcast.sock' 2>/dev/null | grep -q ok"
+step "a non-member is refused" expect_in "Permission denied" \
+  in_guest runuser -u bob -- sh -c 'echo ping | nc -U -N -w 2 /run/diffcast/diffcast.sock' 
+in_guest systemctl status diffcast.service --no-pager >"$work/status.txt" 2>&1
 pid=$(main_pid)
+echo "main pid: $pid"
 step "systemctl reload keeps the daemon running" sh -c \
   "nsenter -t $guest -a systemctl reload diffcast.service && sleep 0.5 && [ \"\$(nsenter -t $guest -a systemctl show -p MainPID --value diffcast.service)\" = $pid ]"
 step "kill -9 of the main pid restarts it" sh -c \
-  "nsenter -t $guest -a kill -9 $pid; for i in \$(seq 100); do p=\$(nsenter -t $guest -a systemctl show -p MainPID --value diffcast.service); [ -n \"\$p\" ] && [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && exit 0; sleep 0.1; done; exit 1"
+  "[ -n '$pid' ] && [ '$pid' != 0 ] && nsenter -t $guest -a kill -9 $pid; for i in \$(seq 100); do p=\$(nsenter -t $guest -a systemctl show -p MainPID --value diffcast.service); [ -n \"\$p\" ] && [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && exit 0; sleep 0.1; done; exit 1"
 step "acknowledged writes survive kill -9" expect_in '"items":["t1"]' request alice 'get feed'
 in_guest systemctl stop diffcast.service diffcast.socket
 in_guest systemctl start diffcast.socket
@@ -119,7 +129,8 @@ sleep 0.5
 cp "$work/config.yaml" "$root/etc/diffcast/diffcastd.yaml"
 step "journalctl -p warning shows the rejected reload" expect_in "reload failed" \
   in_guest journalctl -u diffcast.service -p warning --no-pager -o cat
-step "info lines are not warnings" sh -c "! nsenter -t $guest -a journalctl -u diffcast.service -p warning --no-pager -o cat | grep -q 'ready'"
+step "info lines are not warnings" sh -c \
+  "nsenter -t $guest -a journalctl -u diffcast.service --no-pager -o cat | grep -q '^ready' && ! nsenter -t $guest -a journalctl -u diffcast.service -p warning --no-pager -o cat | grep -q '^ready'"
 step "the ready line names the inherited socket" sh -c \
   "nsenter -t $guest -a journalctl -u diffcast.service --no-pager -o cat | grep '^ready' | tail -1 | grep /run/diffcast/diffcast.sock"
 mkdir -p "$root/etc/systemd/system/diffcast.service.d"
@@ -130,13 +141,13 @@ in_guest systemctl daemon-reload
 in_guest systemctl restart diffcast.service
 wait_active >/dev/null
 pid=$(main_pid)
-in_guest kill -STOP "$pid"
+signal_guest -STOP "$pid"
 step "the watchdog restarts a stopped daemon" sh -c \
   "for i in \$(seq 300); do p=\$(nsenter -t $guest -a systemctl show -p MainPID --value diffcast.service); [ -n \"\$p\" ] && [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && exit 0; sleep 0.1; done; exit 1"
 step "after the watchdog restart the state is there" expect_in '"version":2' request alice 'get feed'
 score=$(in_guest systemd-analyze security diffcast.service --no-pager 2>/dev/null | grep 'Overall exposure level' | grep -oE '[0-9]+\.[0-9]+' | head -1)
 step "systemd-analyze security scores it at most 1.5" sh -c "echo 'exposure ${score:-unknown}'; awk 'BEGIN { exit !(\"${score:-9}\" + 0 <= 1.5) }'"
 step "dpkg -r removes it cleanly" sh -c \
-  "nsenter -t $guest -a dpkg -r diffcast >/dev/null && ! nsenter -t $guest -a test -e /usr/bin/diffcastd && ! nsenter -t $guest -a systemctl is-active --quiet diffcast.socket"
+  "nsenter -t $guest -a dpkg -r diffcast | grep -q 'Removing diffcast' && ! nsenter -t $guest -a test -e /usr/bin/diffcastd && ! nsenter -t $guest -a systemctl is-active --quiet diffcast.socket"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
