@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         // The configuration file (YAML, decoded with Codable).
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // Prometheus text for --metrics (counters, gauges, histograms; thread-safe).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -30,6 +32,7 @@ let package = Package(
             dependencies: [
                 "DiffcastCore", "DiffcastWire", "CLibUV",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .target(

@@ -43,7 +43,8 @@ printf '%-32s %s\n' "mutant" "result"
 while IFS='|' read -r name file from to filters; do
   [ -n "$name" ] || continue
   if [ $# -gt 0 ] && [[ "$name" != *"$1"* ]]; then continue; fi
-  cp "$root/$file" "$scratch/src/$file"
+  # The copy's own file is kept and put back: the source tree may change while this runs.
+  cp "$scratch/src/$file" "$scratch/pristine"
   python3 - "$scratch/src/$file" "$from" "$to" <<'PY'
 import sys
 path, old, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), sys.argv[3].replace("\\n", "\n")
@@ -65,7 +66,7 @@ PY
     printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
     killed=$((killed + 1))
   fi
-  cp "$root/$file" "$scratch/src/$file"
+  cp "$scratch/pristine" "$scratch/src/$file"
 done <<< "$mutants"
 echo "$killed killed, $survived survived"
 [ "$survived" -eq 0 ]

@@ -16,6 +16,11 @@ struct DurabilityBenchmark: ParsableCommand {
     @Option(help: "Items of the restart measurement.")
     var restartItems = 1_000_000
 
+    @Option(
+        help:
+            "Another diffcastd (e.g. the previous release) whose --sync always throughput is measured in the same run.")
+    var baselineDaemon: String?
+
     func run() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-durable-\(getpid())").path
         mkdir(directory, 0o755)
@@ -31,6 +36,23 @@ struct DurabilityBenchmark: ParsableCommand {
         ] {
             let rate = name == "in memory" ? memory : try medianThroughput(directory, arguments: arguments)
             emit(String(format: "| %@ | %.0f | %.2f× |", name, rate, rate / memory))
+        }
+        if let baselineDaemon {
+            // Alternating runs of both binaries, so drift of this noisy machine hits both alike.
+            var current: [Double] = []
+            var baseline: [Double] = []
+            for run in 0..<3 {
+                let arguments = ["--state-dir", directory + "/cmp\(run)", "--sync", "always"]
+                current.append(try throughput(directory, arguments: arguments))
+                baseline.append(
+                    try throughput(
+                        directory, arguments: ["--state-dir", directory + "/base\(run)", "--sync", "always"],
+                        binary: baselineDaemon))
+            }
+            emit(
+                String(
+                    format: "| --sync always, %@ | %.0f | this build: %.0f (%.2f× the baseline) |", baselineDaemon,
+                    baseline.median, current.median, current.median / baseline.median))
         }
         emit("\n## Restart with \(restartItems) items (32-byte data)\n")
         emit("| recovered from | restart until serving (s) |")
@@ -80,9 +102,9 @@ struct DurabilityBenchmark: ParsableCommand {
         return rates.median
     }
 
-    private func throughput(_ directory: String, arguments: [String]) throws -> Double {
+    private func throughput(_ directory: String, arguments: [String], binary: String? = nil) throws -> Double {
         let path = directory + "/t\(arguments.count)-\(arguments.last ?? "m").sock"
-        let server = try ServerProcess.diffcastd(socketPath: path, arguments: arguments)
+        let server = try ServerProcess.diffcastd(socketPath: path, arguments: arguments, binary: binary)
         defer { server.stop() }
         let setup = try UnixSocket(path: path)
         try setup.send(Array("apply t {\"sections\":[{\"id\":\"s\",\"items\":[\"a\",\"b\",\"c\",\"d\"]}]}\n".utf8))

@@ -29,8 +29,11 @@ final class ServerProcess: @unchecked Sendable {
         throw BenchmarkError("\(executable) did not listen on \(socketPath)")
     }
 
-    static func diffcastd(socketPath: String, arguments: [String] = []) throws -> ServerProcess {
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    /// The release `diffcastd` beside the benchmark binary, or `binary` (another build to compare).
+    static func diffcastd(socketPath: String, arguments: [String] = [], binary: String? = nil) throws -> ServerProcess {
+        let binary =
+            binary
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("diffcastd").path
         return try ServerProcess(
             executable: binary, arguments: ["--socket", socketPath, "--log-level", "warning"] + arguments,

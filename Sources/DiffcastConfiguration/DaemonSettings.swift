@@ -8,6 +8,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var socket = "/tmp/diffcast.sock"
     public var tcp: String?
     public var tcpToken: String?
+    public var metrics: String?
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
     public var maxUnsentBytes = 8 * 1024 * 1024
@@ -32,7 +33,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case coalesceWindowMs = "coalesce_window_ms", historyVersions = "history_versions", stateDir = "state_dir"
         case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
         case maxConnections = "max_connections", maxCollections = "max_collections"
-        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers
+        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -42,6 +43,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         socket = try file.decodeIfPresent(String.self, forKey: .socket) ?? defaults.socket
         tcp = try file.decodeIfPresent(String.self, forKey: .tcp)
         tcpToken = try file.decodeIfPresent(String.self, forKey: .tcpToken)
+        metrics = try file.decodeIfPresent(String.self, forKey: .metrics)
         logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
         maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
         maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
@@ -130,6 +132,9 @@ public struct ValidatedSettings: Sendable {
         if let token = settings.tcpToken, token.isEmpty {
             throw SettingsError("tcp_token: must not be empty")
         }
+        if let address = settings.metrics, !address.contains(":") {
+            throw SettingsError("metrics: expected HOST:PORT (e.g. 127.0.0.1:9464), got '\(address)'")
+        }
         if let address = settings.tcp, settings.tcpToken == nil, !Self.isLoopback(address) {
             throw SettingsError(
                 "tcp: '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
@@ -138,6 +143,7 @@ public struct ValidatedSettings: Sendable {
         var server = ServerConfiguration(socketPath: settings.socket)
         server.tcpAddress = settings.tcp
         server.tcpToken = settings.tcpToken
+        server.metricsAddress = settings.metrics
         server.maximumLineBytes = settings.maxLineBytes
         server.maximumUnsentBytes = settings.maxUnsentBytes
         server.slowSubscriberPolicy = policy
@@ -174,6 +180,7 @@ public struct ValidatedSettings: Sendable {
         var keys: [String] = []
         if old.socket != new.socket { keys.append("socket") }
         if old.tcp != new.tcp { keys.append("tcp") }
+        if old.metrics != new.metrics { keys.append("metrics") }
         if old.stateDir != new.stateDir { keys.append("state_dir") }
         if old.sync != new.sync { keys.append("sync") }
         if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }

@@ -1,5 +1,6 @@
 import DiffcastCore
 import DiffcastWire
+import Logging
 
 /// The single source of truth for every collection. It applies requests in arrival order,
 /// coalesces the writes to one collection that arrive together into one changeset, and says
@@ -11,6 +12,8 @@ public final class ApplyEngine {
     private let historyLimits: HistoryLimits
     private var limits: CollectionLimits
     private let makeEpoch: () -> String
+    /// Debug lines for rejected requests.
+    private let logger: Logger?
     private var outcomes: [Outcome] = []
     /// What the state directory must record before the outcomes of this batch are delivered.
     private var logRecords: [LogRecord] = []
@@ -30,8 +33,9 @@ public final class ApplyEngine {
 
     public init(
         historyLimits: HistoryLimits = HistoryLimits(), limits: CollectionLimits = CollectionLimits(),
-        makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch
+        makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch, logger: Logger? = nil
     ) {
+        self.logger = logger
         self.historyLimits = historyLimits
         self.limits = limits
         self.makeEpoch = makeEpoch
@@ -188,6 +192,9 @@ public final class ApplyEngine {
     }
 
     private func fail(_ request: Request, _ address: ResponseAddress, _ error: DiffcastError) {
+        logger?.debug(
+            "request rejected",
+            metadata: ["op": "\(request.op)", "code": "\(error.code)", "message": "\(error.message)"])
         outcomes.append(
             .response(address, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error))))
     }
@@ -239,6 +246,9 @@ public final class ApplyEngine {
     }
 
     public var collectionCount: Int { collections.values.count { $0.exists } }
+
+    /// The counters so far (for metrics).
+    public var currentStatistics: ApplyStatistics { statistics }
 
     // MARK: - Writes
 

@@ -12,9 +12,12 @@ public final class ApplyQueue: Sendable {
     private let worker = DispatchQueue(label: "diffcast.apply")
     private let deliver: @Sendable ([Outcome]) -> Void
     private let coalesceWindow: DispatchTimeInterval?
+    private let metrics: ServerMetrics?
 
     private struct Inbox {
         var jobs: [Job] = []
+        /// When each job was submitted (for the acknowledgement-latency histogram).
+        var submitted: [ContinuousClock.Instant] = []
         var drainScheduled = false
     }
 
@@ -26,6 +29,8 @@ public final class ApplyQueue: Sendable {
         var syncTimer: (any DispatchSourceTimer)?
         /// While writes are refused: checks whether the disk takes them again.
         var probeTimer: (any DispatchSourceTimer)?
+        /// The engine's counters as last added to the metrics.
+        var reportedStatistics = ApplyStatistics()
         init(_ engine: ApplyEngine, _ store: StateStore?) {
             self.engine = engine
             self.store = store
@@ -34,7 +39,7 @@ public final class ApplyQueue: Sendable {
 
     public init(
         engine: ApplyEngine, store: StateStore? = nil, coalesceWindowMilliseconds: Int = 0,
-        onPersistenceFailure: @escaping @Sendable (Error) -> Void = { _ in },
+        metrics: ServerMetrics? = nil, onPersistenceFailure: @escaping @Sendable (Error) -> Void = { _ in },
         deliver: @escaping @Sendable ([Outcome]) -> Void
     ) {
         let box = EngineBox(engine, store)
@@ -42,6 +47,8 @@ public final class ApplyQueue: Sendable {
         self.deliver = deliver
         self.onPersistenceFailure = onPersistenceFailure
         self.coalesceWindow = coalesceWindowMilliseconds > 0 ? .milliseconds(coalesceWindowMilliseconds) : nil
+        self.metrics = metrics
+        store?.metrics = metrics
         if let store, store.options.sync == .interval {
             let timer = DispatchSource.makeTimerSource(queue: worker)
             let interval = DispatchTimeInterval.milliseconds(store.options.syncIntervalMilliseconds)
@@ -71,8 +78,10 @@ public final class ApplyQueue: Sendable {
     /// Queues jobs in order; safe from any thread.
     public func submit(_ jobs: [Job]) {
         guard !jobs.isEmpty else { return }
+        let now = ContinuousClock.now
         let mustSchedule = inbox.withLock { inbox in
             inbox.jobs.append(contentsOf: jobs)
+            inbox.submitted.append(contentsOf: repeatElement(now, count: jobs.count))
             defer { inbox.drainScheduled = true }
             return !inbox.drainScheduled
         }
@@ -90,11 +99,13 @@ public final class ApplyQueue: Sendable {
     }
 
     private func drain() {
-        let jobs = inbox.withLock { inbox in
+        let (jobs, submitted) = inbox.withLock { inbox in
             inbox.drainScheduled = false
-            return inbox.jobs.swapAndClear()
+            return (inbox.jobs.swapAndClear(), inbox.submitted.swapAndClear())
         }
         guard !jobs.isEmpty else { return }
+        let started = ContinuousClock.now
+        defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
         let engine = self.engine.engine
         var pending: [Outcome] = []
         if engine.readOnlyReason != nil, jobs.contains(where: \.isWrite), self.engine.store?.hasRoom() == true {
@@ -167,6 +178,22 @@ public final class ApplyQueue: Sendable {
     }
 
     private static let probeInterval = DispatchTimeInterval.seconds(1)
+
+    /// After a batch's outcomes are final: its latency, each write's wait, the counters' growth.
+    private func record(
+        _ jobs: [Job], submitted: [ContinuousClock.Instant], started: ContinuousClock.Instant,
+        into metrics: ServerMetrics
+    ) {
+        let now = ContinuousClock.now
+        metrics.applyBatchSeconds.record(now - started)
+        for (job, time) in zip(jobs, submitted) where job.isWrite {
+            metrics.writeAcknowledgementSeconds.record(now - time)
+        }
+        let statistics = engine.engine.currentStatistics
+        metrics.record(statistics, since: engine.reportedStatistics)
+        engine.reportedStatistics = statistics
+        metrics.collections.set(Int64(engine.engine.collectionCount))
+    }
 }
 
 extension Job {

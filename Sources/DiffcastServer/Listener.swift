@@ -24,8 +24,14 @@ enum Listener {
         return try listen(handle, bound: bound, describedAs: "socket \(path)", server: server)
     }
 
+    /// What a TCP listener's clients are: protocol clients, or metrics scrapers.
+    enum Purpose: UInt {
+        case clients = 0
+        case metrics = 1
+    }
+
     /// A TCP listener on `host:port` (IPv4 or IPv6 literal).
-    static func tcp(address: String, server: Server) throws -> UnsafeMutableRawPointer {
+    static func tcp(address: String, server: Server, purpose: Purpose = .clients) throws -> UnsafeMutableRawPointer {
         guard let colon = address.lastIndex(of: ":"), let port = Int32(address[address.index(after: colon)...]) else {
             throw ServerError.badAddress(address)
         }
@@ -43,7 +49,12 @@ enum Listener {
                 uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
             }
         }
-        return try listen(handle, bound: bound, describedAs: "tcp \(address)", server: server)
+        // The purpose rides in the listening handle's data (connections use theirs for their id).
+        dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: purpose.rawValue)
+        return try listen(
+            handle, bound: bound,
+            describedAs: purpose == .metrics ? "metrics http://\(address)/metrics" : "tcp \(address)",
+            server: server)
     }
 
     /// A listening socket inherited from systemd's socket activation (Unix or TCP).
@@ -121,6 +132,11 @@ enum Listener {
             uv_close(dc_handle(client)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
             return
         }
-        server.accept(client, isTCP: type == UV_TCP)
+        let purpose = Purpose(rawValue: UInt(bitPattern: dc_handle(stream).pointee.data)) ?? .clients
+        if purpose == .metrics, let endpoint = server.metricsEndpoint {
+            endpoint.accept(client)
+        } else {
+            server.accept(client, isTCP: type == UV_TCP)
+        }
     }
 }

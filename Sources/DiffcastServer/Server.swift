@@ -32,6 +32,9 @@ public final class Server {
     private var inheritedListeners: Set<UnsafeMutableRawPointer> = []
     private var housekeepingTimers: [UnsafeMutablePointer<uv_timer_t>] = []
     private var counters = LoopCounters()
+    /// Prometheus metrics, made only when `metricsAddress` is set.
+    let metrics: ServerMetrics?
+    private(set) var metricsEndpoint: MetricsEndpoint?
     /// Why the apply queue refuses writes (a full disk), while it does.
     private var readOnlyReason: String?
 
@@ -51,6 +54,7 @@ public final class Server {
         self.parser = RequestParser(limits: configuration.requestLimits)
         self.loop = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
         self.readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
+        self.metrics = configuration.metricsAddress == nil ? nil : ServerMetrics()
     }
 
     deinit {
@@ -72,6 +76,7 @@ public final class Server {
         let logger = self.logger
         applyQueue = ApplyQueue(
             engine: engine, store: store, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
+            metrics: metrics,
             onPersistenceFailure: { error in
                 // Fail-stop only where nothing else is safe: the log could not be cut back to its
                 // last good record (a full disk alone is answered `unavailable`).
@@ -106,6 +111,13 @@ public final class Server {
         }
         if inherited.isEmpty, let address = configuration.tcpAddress {
             listeners.append(try Listener.tcp(address: address, server: self))
+        }
+        if let metrics, let address = configuration.metricsAddress {
+            metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
+                metrics.connections.set(Int64(connections.count))
+                metrics.subscriptions.set(Int64(subscribers.values.reduce(0) { $0 + $1.count }))
+            }
+            listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
         }
         startHousekeeping()
         onReady()
@@ -213,6 +225,8 @@ public final class Server {
     func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool) {
         lastConnectionID += 1
         counters.connectionsAccepted += 1
+        metrics?.connectionsAccepted.increment()
+        logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
         let connection = Connection(
             id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
             isAuthenticated: !isTCP || configuration.tcpToken == nil, isTCP: isTCP)
@@ -433,6 +447,7 @@ public final class Server {
 
     private func close(_ connection: Connection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
+        logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
         for name in connection.subscriptions.keys {
             subscribers[name]?.remove(connection.id)
@@ -524,11 +539,15 @@ public final class Server {
             if let event { queue(event, to: connection) }
             connection.subscriptions[name] = Subscription(version: version)
             subscribers[name, default: []].insert(connection.id)
+            logger.debug(
+                "subscribed",
+                metadata: ["connection": "\(connection.id)", "collection": "\(name)", "version": "\(version)"])
             respond(address, response)
             connection.releaseAnswers()
         case .caughtUp(let id, let name, let version, let event):
             guard let connection = connections[id], connection.subscriptions[name] != nil else { return }
             counters.catchUps += 1
+            metrics?.catchUps.increment()
             queue(event, to: connection)
             connection.subscriptions[name] = Subscription(version: version)
             connection.releaseAnswers()
@@ -563,6 +582,7 @@ public final class Server {
             respond(address, SharedBytes(statisticsResponse(id: id, applied)))
         case .storage(let reason):
             readOnlyReason = reason
+            metrics?.readOnly.set(Int64(reason == nil ? 0 : 1))
             systemd.notify("STATUS=\(statusLine())")
         }
     }
@@ -609,6 +629,8 @@ public final class Server {
         guard event.count > 0 else { return }
         counters.eventsQueued += 1
         counters.bytesQueued += UInt64(event.count)
+        metrics?.eventsQueued.increment()
+        metrics?.bytesQueued.increment(by: Int64(event.count))
         connection.enqueue(event)
         dirty.insert(connection.id)
     }
@@ -638,6 +660,7 @@ public final class Server {
     /// that is written.
     private func disconnectSlow(_ connection: Connection) {
         counters.slowDisconnects += 1
+        metrics?.slowDisconnects.increment()
         logger.warning("disconnecting a slow subscriber", metadata: ["connection": "\(connection.id)"])
         for name in connection.subscriptions.keys {
             removeSubscription(of: connection, to: name)

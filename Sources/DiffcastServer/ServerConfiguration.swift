@@ -16,6 +16,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var tcpAddress: String?
     /// Required in an `auth` request before a TCP client may write, when set.
     public var tcpToken: String?
+    /// `host:port` where `GET /metrics` serves Prometheus text (off unless set).
+    public var metricsAddress: String?
     public var maximumLineBytes = 16 * 1024 * 1024
     public var maximumUnsentBytes = 8 * 1024 * 1024
     public var slowSubscriberPolicy = SlowSubscriberPolicy.catchUp

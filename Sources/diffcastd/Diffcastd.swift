@@ -41,6 +41,9 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Token a TCP client must present with {\"op\":\"auth\",\"token\":…} before writing.")
     var tcpToken: String?
 
+    @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; use a loopback address).")
+    var metrics: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
@@ -124,7 +127,8 @@ struct Diffcastd: ParsableCommand {
             configuration: validated.server, logger: logger, systemd: SystemdIntegration(environment: environment))
         server.reloadConfiguration = { reload(from: initial, logger: logger) }
         do {
-            let engine = ApplyEngine(historyLimits: validated.server.history, limits: validated.server.limits)
+            let engine = ApplyEngine(
+                historyLimits: validated.server.history, limits: validated.server.limits, logger: logger)
             var store: StateStore?
             if let directory = validated.stateDirectory {
                 let opened = try StateStore(directory: directory, options: validated.store, logger: logger)
@@ -167,6 +171,7 @@ struct Diffcastd: ParsableCommand {
         if let socket { settings.socket = socket }
         if let tcp { settings.tcp = tcp }
         if let tcpToken { settings.tcpToken = tcpToken }
+        if let metrics { settings.metrics = metrics }
         if let logLevel { settings.logLevel = logLevel }
         if let maxLineBytes { settings.maxLineBytes = maxLineBytes }
         if let maxUnsentBytes { settings.maxUnsentBytes = maxUnsentBytes }

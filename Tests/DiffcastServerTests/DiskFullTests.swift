@@ -53,7 +53,7 @@ struct DiskFullTests {
         }
         let state = disk.path + "/state"
         let filler = disk.path + "/filler"
-        FileManager.default.createFile(atPath: filler, contents: Data(count: 256 * 1024))
+        _ = FileManager.default.createFile(atPath: filler, contents: Data(count: 256 * 1024))
         let socketPath = disk.path + ".sock"
         var daemon = try Daemon(arguments: ["--state-dir", state, "--sync", "always"], socketPath: socketPath)
         let writer = try Client(path: socketPath)

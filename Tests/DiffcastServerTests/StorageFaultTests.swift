@@ -114,7 +114,7 @@ import Testing
             try FileManager.default.removeItem(atPath: directory + "/" + name)
         }
         for (name, bytes) in files {
-            FileManager.default.createFile(atPath: directory + "/" + name, contents: Data(bytes))
+            _ = FileManager.default.createFile(atPath: directory + "/" + name, contents: Data(bytes))
         }
     }
 
@@ -221,7 +221,7 @@ import Testing
         var log = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(try StateStore.verify(directory: original).contains("10 log records replayed"))
         log[40] ^= 0x01
-        FileManager.default.createFile(atPath: path, contents: Data(log))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(log))
         #expect(throws: PersistenceError.self) { try StateStore.verify(directory: original) }
         #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == log, "verify changed the log")
     }

@@ -145,7 +145,7 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let logPath = directory.appendingPathComponent("stderr").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         var status = stat()
         #expect(stat(logPath, &status) == 0)
         let socketPath = directory.appendingPathComponent("s.sock").path

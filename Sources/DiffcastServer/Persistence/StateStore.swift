@@ -51,6 +51,8 @@ public final class StateStore {
     /// fdatasync calls on the log so far (for `stats`: with `--sync always`, at least one per
     /// acknowledged batch).
     public private(set) var syncs: UInt64 = 0
+    /// Where fsync latencies go, when metrics are on.
+    var metrics: ServerMetrics?
 
     private var checkpointPath: String { directory + "/checkpoint.json" }
     private func logPath(_ generation: UInt64) -> String { directory + "/wal-\(generation).log" }
@@ -282,7 +284,9 @@ public final class StateStore {
     }
 
     private func syncLog(path: String) throws {
+        let started = ContinuousClock.now
         try FileIO.sync(logDescriptor, path: path)
+        metrics?.logSyncSeconds.record(ContinuousClock.now - started)
         syncs += 1
         lastSync = ContinuousClock.now
         hasUnsyncedRecords = false

@@ -1,0 +1,66 @@
+import DiffcastWire
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `--metrics HOST:PORT` serves Prometheus text that follows what the daemon did.
+@Suite(.serialized) struct MetricsTests {
+    /// One HTTP/1.1 request over a fresh TCP connection; the whole answer (the server closes).
+    private func fetch(port: Int, path: String) throws -> String {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw HarnessError.failed("cannot connect to the metrics port") }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var answer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(descriptor, &chunk, chunk.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            answer.append(contentsOf: chunk[..<count])
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
+    /// The value of a sample line `name value` (no labels).
+    private func sample(_ name: String, in text: String) -> Double? {
+        text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+    }
+
+    @Test func metricsFollowWhatTheDaemonDid() throws {
+        let port = Int.random(in: 20_000..<60_000)
+        let daemon = try Daemon(arguments: ["--metrics", "127.0.0.1:\(port)"])
+        let subscriber = try Client(path: daemon.socketPath)
+        _ = try subscriber.request("subscribe m")
+        let writer = try Client(path: daemon.socketPath)
+        #expect(try writer.request(#"append_sections m {"sections":[{"id":"s"}]}"#).isOK)
+        #expect(try writer.request(#"append_items m {"items":["a"]}"#).isOK)
+        #expect(try writer.request(#"append_items m {"items":["a"]}"#)["error"] != nil)
+        let text = try fetch(port: port, path: "/metrics")
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(sample("diffcast_writes_applied_total", in: text) == 2, "\(text)")
+        #expect(sample("diffcast_writes_rejected_total", in: text) == 1)
+        #expect(sample("diffcast_versions_published_total", in: text) == 2)
+        #expect(sample("diffcast_connections", in: text) == 2)
+        #expect(sample("diffcast_subscriptions", in: text) == 1)
+        #expect(sample("diffcast_collections", in: text) == 1)
+        #expect((sample("diffcast_events_queued_total", in: text) ?? 0) >= 3)
+        #expect(text.contains("diffcast_apply_batch_seconds_bucket{le=\""))
+        #expect(text.contains("diffcast_write_ack_seconds_count 3"))
+        #expect(try fetch(port: port, path: "/other").hasPrefix("HTTP/1.1 404"))
+        _ = daemon
+    }
+}
