@@ -88,6 +88,25 @@ final class Daemon: @unchecked Sendable {
     }
 }
 
+/// A connected TCP socket to 127.0.0.1:port; the caller closes it.
+func connectTCP(port: Int) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard connected == 0 else {
+        close(descriptor)
+        throw HarnessError.failed("cannot connect to 127.0.0.1:\(port)")
+    }
+    return descriptor
+}
+
 func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {

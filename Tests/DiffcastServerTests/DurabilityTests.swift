@@ -279,43 +279,27 @@ import Testing
         #expect(try sectionIDs(recoveredFrom: path) == ["s0", "s1", "s3"])
     }
 
-    @Test func aCorruptRecordInTheMiddleStopsRecoveryAndNamesTheOffset() throws {
+    /// Damage inside the second of three records stops recovery naming the offset, and leaves
+    /// the files as they are. The length case is the issue's reproduction: a length of about
+    /// 2 GB points past the end of the file, yet it is no torn tail (the header checksum fails
+    /// and valid records follow).
+    @Test(arguments: [("a flipped payload byte", 24 + 2, UInt8(0xff)), ("a length of about 2 GB", 12 + 3, 0x7f)])
+    func damageInTheMiddleStopsRecoveryAndNamesTheOffset(what: String, offsetInRecord: Int, mask: UInt8) throws {
         let path = directory()
         defer { try? FileManager.default.removeItem(atPath: path) }
         try writeSomeBatches(to: path)
         let log = path + "/wal-1.log"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
         let second = secondRecordOffset(bytes)
-        bytes[second + 24 + 2] ^= 0xff
+        bytes[second + offsetInRecord] ^= mask
         try bytes.write(to: URL(fileURLWithPath: log))
         do {
             _ = try sectionIDs(recoveredFrom: path)
-            Issue.record("recovery should have failed")
+            Issue.record("\(what): recovery should have failed")
         } catch let error as PersistenceError {
-            #expect("\(error)".contains("wal-1.log at offset \(second)"))
+            #expect("\(error)".contains("wal-1.log at offset \(second)"), "\(what): \(error)")
         }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == bytes, "the files are left untouched")
-    }
-
-    /// The issue's reproduction: the length of a middle record set to about 2 GB. It points
-    /// past the end of the file, yet it is not a torn tail: the header checksum fails and valid
-    /// records follow.
-    @Test func aCorruptLengthIsNotTakenForATornTail() throws {
-        let path = directory()
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try writeSomeBatches(to: path)
-        let log = path + "/wal-1.log"
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
-        let second = secondRecordOffset(bytes)
-        bytes[second + 12 + 3] = 0x7f
-        try bytes.write(to: URL(fileURLWithPath: log))
-        do {
-            _ = try sectionIDs(recoveredFrom: path)
-            Issue.record("recovery should have failed")
-        } catch let error as PersistenceError {
-            #expect("\(error)".contains("wal-1.log at offset \(second)"), "\(error)")
-        }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == bytes, "the evidence is kept")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == bytes, "\(what): the evidence is kept")
     }
 
     @Test func aCheckpointReplacesTheLog() throws {

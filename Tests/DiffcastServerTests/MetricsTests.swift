@@ -10,18 +10,8 @@ import Testing
 @Suite(.serialized) struct MetricsTests {
     /// One HTTP/1.1 request over a fresh TCP connection; the whole answer (the server closes).
     private func fetch(port: Int, path: String) throws -> String {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = try connectTCP(port: port)
         defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw HarnessError.failed("cannot connect to the metrics port") }
         let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var answer: [UInt8] = []
