@@ -65,7 +65,9 @@ enum CheckpointFile {
             let checksum = UInt32(trailer[1], radix: 16)
         else {
             if bytes.starts(with: Array("{\"wal\":".utf8)) {
-                throw damaged("written by an older diffcastd without checksums; start that version to fold it away")
+                throw damaged(
+                    "written by diffcastd 0.1 (no checksum), which this version does not read: keep 0.1 on this "
+                        + "directory, or move it aside to start afresh")
             }
             throw damaged("no checksum line at its end")
         }

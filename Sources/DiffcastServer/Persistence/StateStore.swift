@@ -184,8 +184,8 @@ public final class StateStore {
                     if offset == 0, bytes.count >= 13, bytes[8..<13].elementsEqual(Array("{\"t\":".utf8)) {
                         throw PersistenceError.corruptRecord(
                             path: path, offset: 0,
-                            reason: "written by an older diffcastd (a log without record numbers); "
-                                + "start that version once and stop it cleanly to fold the log into a checkpoint")
+                            reason: "written by diffcastd 0.1 (a log without record numbers), which this version "
+                                + "does not read: keep 0.1 on this directory, or move it aside to start afresh")
                     }
                     if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {
                         throw PersistenceError.corruptRecord(
