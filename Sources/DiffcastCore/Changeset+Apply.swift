@@ -80,7 +80,7 @@ extension Changeset {
         //    positions go in together.
         var itemArrivals = items.inserted.map { ($0.at, Item(id: $0.id, data: $0.data)) }
         for move in items.moved {
-            guard let item = movedItems[move.id] else {
+            guard let item = movedItems.removeValue(forKey: move.id) else {
                 throw ChangesetMismatch("item '\(move.id)' is moved twice")
             }
             itemArrivals.append((move.to, item))

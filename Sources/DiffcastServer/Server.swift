@@ -151,8 +151,7 @@ public final class Server {
         drainMailbox()
         applyQueue?.finish()
         for connection in connections.values {
-            uv_read_stop(dc_stream(connection.handle))
-            connection.peerFinished = true
+            stopReading(connection)
             finishIfDone(connection)
         }
         for handle in signals {
@@ -311,8 +310,7 @@ public final class Server {
         guard let connection = connection(of: stream) else { return }
         if count < 0 {
             if count == Int(UV_EOF.rawValue) {
-                uv_read_stop(stream)
-                connection.peerFinished = true
+                stopReading(connection)
                 finishIfDone(connection)
             } else {
                 close(connection)
@@ -665,8 +663,7 @@ public final class Server {
         for name in connection.subscriptions.keys {
             removeSubscription(of: connection, to: name)
         }
-        uv_read_stop(dc_stream(connection.handle))
-        connection.peerFinished = true
+        stopReading(connection)
         connection.discardOutbound()
         let limit = configuration.maximumUnsentBytes
         queue(

@@ -41,12 +41,6 @@ public indirect enum JSONValue: Sendable, Equatable {
         return JSONText(canonical: canonicalText)
     }
 
-    /// The keys of an object, in order (none for other values).
-    public var keys: [String] {
-        guard case .object(let members) = self else { return [] }
-        return members.map(\.key)
-    }
-
     /// A JSON number written as an integer (no fraction, no exponent).
     var isIntegerNumber: Bool {
         guard case .number(let text) = self else { return false }

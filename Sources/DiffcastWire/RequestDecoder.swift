@@ -28,15 +28,15 @@ struct RequestDecoder {
         }
     }
 
-    /// The keys each read op takes besides `op` and `id`.
-    private static let readKeys: [String: Set<String>] = [
+    /// The keys each read op takes, `op` and `id` included.
+    private static let readKeys: [String: [String]] = [
         "ping": [], "auth": ["token"], "list": [], "stats": [], "get": ["collection"],
         "unsubscribe": ["collection"], "drop": ["collection"], "subscribe": ["collection", "since", "epoch"],
-    ]
+    ].mapValues { $0 + KeyCheck.everyRequest }
 
     private func command(_ op: String) throws(DiffcastError) -> Command {
         if let keys = Self.readKeys[op] {
-            try KeyCheck.only(keys, in: object, of: op)
+            try KeyCheck.only(keys, in: object, "for '\(op)'")
         }
         switch op {
         case "ping": return .ping
@@ -100,15 +100,18 @@ public enum CollectionName {
 /// SPEC.md's rule that a key an op does not take is an error naming the key, so a typo
 /// (`"dta"`, `"secton"`) never silently changes what a request means.
 enum KeyCheck {
-    /// Throws `invalid_argument` for the first key of `object` that is neither in `allowed` nor
-    /// `op`/`id`.
-    static func only(_ allowed: Set<String>, in object: JSONValue, of op: String, where place: String = "")
+    /// The keys any request may carry.
+    static let everyRequest = ["op", "id"]
+
+    /// Throws `invalid_argument` for the first key of `object` not in `allowed` (compared as
+    /// bytes), naming it and where it stood. It runs for every request and every item object, so
+    /// it allocates nothing.
+    static func only(_ allowed: [String], in object: JSONValue, _ place: @autoclosure () -> String)
         throws(DiffcastError)
     {
-        let always: Set<String> = place.isEmpty ? ["op", "id"] : []
-        for key in object.keys where !allowed.union(always).contains(where: { UTF8Bytes.equal($0, key) }) {
-            let location = place.isEmpty ? "for '\(op)'" : "in \(place)"
-            throw .invalidArgument("unknown key '\(key)' \(location)")
+        guard case .object(let members) = object else { return }
+        for member in members where !allowed.contains(where: { UTF8Bytes.equal($0, member.key) }) {
+            throw .invalidArgument("unknown key '\(member.key)' \(place())")
         }
     }
 }

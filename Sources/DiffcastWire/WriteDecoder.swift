@@ -11,7 +11,7 @@ struct WriteDecoder {
     let limits: RequestLimits
 
     /// The keys each write takes besides `op`, `id` and (outside a batch) `collection`.
-    static let argumentKeys: [String: Set<String>] = [
+    private static let argumentKeys: [String: [String]] = [
         "apply": ["sections"], "append_sections": ["sections"], "insert_sections": ["sections", "before", "after"],
         "delete_sections": ["sections"], "move_section": ["section", "before", "after"],
         "reload_sections": ["sections"], "update_sections": ["sections"], "append_items": ["items", "section"],
@@ -19,14 +19,15 @@ struct WriteDecoder {
         "move_item": ["item", "before", "after"], "reload_items": ["items"], "reconfigure_items": ["items"],
         "update_items": ["items"], "batch": ["ops"],
     ]
-    private static let sectionKeys: Set<String> = ["id", "data", "items"]
-    private static let dataUpdateKeys: Set<String> = ["id", "data"]
-    private static let itemKeys: Set<String> = ["id", "data"]
+    private static let requestKeys = argumentKeys.mapValues { $0 + KeyCheck.everyRequest + ["collection"] }
+    private static let batchEntryKeys = argumentKeys.mapValues { $0 + KeyCheck.everyRequest }
+    private static let sectionKeys = ["id", "data", "items"]
+    private static let dataUpdateKeys = ["id", "data"]
+    private static let itemKeys = ["id", "data"]
 
     /// Rejects a key the op does not take (sections and items are checked as they are read).
     func checkKeys(_ op: String, _ request: JSONValue, inBatch: Bool) throws(DiffcastError) {
-        let keys = (Self.argumentKeys[op] ?? []).union(inBatch ? [] : ["collection"])
-        try KeyCheck.only(keys, in: request, of: op)
+        try KeyCheck.only((inBatch ? Self.batchEntryKeys : Self.requestKeys)[op] ?? [], in: request, "for '\(op)'")
     }
 
     func operation(_ op: String, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
@@ -124,7 +125,7 @@ struct WriteDecoder {
 
     private func item(_ value: JSONValue) throws(DiffcastError) -> Item {
         if case .object = value {
-            try KeyCheck.only(Self.itemKeys, in: value, of: "item", where: "an item")
+            try KeyCheck.only(Self.itemKeys, in: value, "in an item")
             guard let id = value["id"] else { throw .invalidArgument("item without 'id'") }
             return Item(id: try identifier(id, "item"), data: value["data"]?.asData)
         }
@@ -145,7 +146,7 @@ struct WriteDecoder {
             guard case .object = element, let id = element["id"] else {
                 throw .invalidArgument("section without 'id'")
             }
-            try KeyCheck.only(Self.sectionKeys, in: element, of: key, where: "a section")
+            try KeyCheck.only(Self.sectionKeys, in: element, "in a section")
             var sectionItems: [Item] = []
             if let value = element["items"], value != .null {
                 sectionItems = try items(value)
@@ -162,7 +163,7 @@ struct WriteDecoder {
             guard case .object = element, let id = element["id"] else {
                 throw .invalidArgument("each of '\(key)' must be an object with 'id' and 'data'")
             }
-            try KeyCheck.only(Self.dataUpdateKeys, in: element, of: key, where: "an entry of '\(key)'")
+            try KeyCheck.only(Self.dataUpdateKeys, in: element, "in an entry of '\(key)'")
             result.append(
                 DataUpdate(
                     id: try identifier(id, key == "sections" ? "section" : "item"), data: element["data"]?.asData))

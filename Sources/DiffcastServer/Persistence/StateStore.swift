@@ -113,7 +113,7 @@ public final class StateStore {
     /// What a state directory holds, read and checked but not yet applied.
     private struct DirectoryState {
         var checkpoint: CheckpointFile.Contents?
-        var logs: [(path: String, bytes: [UInt8], records: [LogFrame.Record])] = []
+        var logs: [(path: String, records: [LogFrame.Record])] = []
         var tornTail: TornTail?
         var coveredLogs: [String] = []
         var appendGeneration: UInt64 = 1
@@ -201,7 +201,7 @@ public final class StateStore {
                     offset = bytes.count
                 }
             }
-            state.logs.append((path, bytes, records))
+            state.logs.append((path, records))
         }
         state.appendGeneration = uncovered.last ?? (covered + 1)
         state.nextSequence = sequence
