@@ -2,7 +2,7 @@
 # packages they need first (libuv1-dev to build, netcat-openbsd and systemd's tools for the tests).
 
 SWIFT ?= swift
-VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/diffcastd/Diffcastd.swift)
+VERSION := $(shell sed -n 's/^\#define DIFFCAST_VERSION "\(.*\)"/\1/p' Sources/CBuildInfo/build_info.c)
 COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 SOCKET ?= /tmp/diffcast.sock
 CHECKER ?= ../shared/conformance/check.py

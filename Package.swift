@@ -5,7 +5,9 @@ let package = Package(
     name: "Diffcast",
     products: [
         .executable(name: "diffcastd", targets: ["diffcastd"]),
+        .executable(name: "diffcast", targets: ["diffcast"]),
         .library(name: "DiffcastCore", targets: ["DiffcastCore"]),
+        .library(name: "DiffcastClient", targets: ["DiffcastClient"]),
     ],
     dependencies: [
         // Command-line parsing of diffcastd and the benchmarks.
@@ -27,6 +29,9 @@ let package = Package(
         .target(name: "CBuildInfo"),
         .target(name: "DiffcastCore"),
         .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
+        // A client of the daemon: a connection (pipelined requests, events), and a follower that
+        // keeps verified mirrors of collections across divergences and reconnects.
+        .target(name: "DiffcastClient", dependencies: ["DiffcastCore", "DiffcastWire"]),
         .target(
             name: "DiffcastServer",
             dependencies: [
@@ -48,6 +53,13 @@ let package = Package(
                 "DiffcastServer", "DiffcastConfiguration", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The `diffcast` command: every op from a shell, `sub` printing verified changes.
+        .executableTarget(
+            name: "diffcast",
+            dependencies: [
+                "DiffcastClient", "CBuildInfo", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(

@@ -11,3 +11,7 @@
 #endif
 
 const char *diffcast_build_commit(void) { return DIFFCAST_COMMIT; }
+
+#define DIFFCAST_VERSION "0.3.0"
+
+const char *diffcast_version(void) { return DIFFCAST_VERSION; }

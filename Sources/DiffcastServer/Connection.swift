@@ -1,4 +1,5 @@
 import CLibUV
+import DiffcastWire
 
 /// One client stream on the loop thread: frames lines in, sends responses in request order,
 /// and queues outbound bytes. It knows nothing of collections; `Server` decides what to send.

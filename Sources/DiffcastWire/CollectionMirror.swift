@@ -22,15 +22,32 @@ public struct CollectionMirror: Sendable {
         public let description: String
     }
 
-    /// Applies one event line (already parsed); throws when it does not fit.
-    public mutating func feed(_ event: JSONValue) throws(Divergence) {
+    /// What one event did to the mirror.
+    public enum Update: Sendable {
+        /// The whole state was replaced.
+        case snapshot
+        /// The changeset, as received, took the mirror from one version to the next: a UI
+        /// applies it as one batch update (deletions at old positions, the rest at new ones).
+        case changeset(Changeset)
+        /// The collection was dropped; the mirror is empty and holds no version.
+        case dropped
+    }
+
+    /// Applies one event line (already parsed) and says what changed; throws when it does not
+    /// fit, leaving the mirror as it was.
+    @discardableResult
+    public mutating func feed(_ event: JSONValue) throws(Divergence) -> Update {
+        let update: Update
+        let next: Snapshot
+        let nextVersion: UInt64
+        var nextEpoch = epoch
         switch event["event"] {
         case .string("snapshot"):
             let outline = try Self.outline(event["sections"])
-            snapshot = Snapshot(uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) })
-            version = try Self.version(event["version"])
-            epoch = event["epoch"].flatMap { if case .string(let text) = $0 { text } else { nil } }
-            snapshotsApplied += 1
+            next = Snapshot(uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) })
+            nextVersion = try Self.version(event["version"])
+            nextEpoch = event["epoch"].flatMap { if case .string(let text) = $0 { text } else { nil } }
+            update = .snapshot
         case .string("changeset"):
             guard let current = version else { throw Divergence(description: "a changeset before any snapshot") }
             let from = try Self.version(event["from"])
@@ -38,25 +55,31 @@ public struct CollectionMirror: Sendable {
                 throw Divergence(description: "chain broken: changeset from \(from) but the mirror holds \(current)")
             }
             let changeset = try Self.changeset(event)
+            nextVersion = try Self.version(event["version"])
             do {
-                snapshot = try changeset.apply(to: snapshot)
+                next = try changeset.apply(to: snapshot)
             } catch {
-                throw Divergence(description: "changeset \(from)->\(event["version"]?.canonicalText ?? "?"): \(error)")
+                throw Divergence(description: "changeset \(from)->\(nextVersion): \(error)")
             }
-            version = try Self.version(event["version"])
-            changesetsApplied += 1
+            update = .changeset(changeset)
         case .string("dropped"):
             snapshot = Snapshot()
             version = nil
-            return
+            epoch = nil
+            return .dropped
         default:
             throw Divergence(description: "not an event: \(event.canonicalText.prefix(120))")
         }
-        let computed = Digest(of: snapshot)
+        let computed = Digest(of: next)
         guard case .string(let digest) = event["digest"], digest == computed.description else {
             throw Divergence(
                 description: "digest \(event["digest"]?.canonicalText ?? "none") but the mirror computes \(computed)")
         }
+        snapshot = next
+        version = nextVersion
+        epoch = nextEpoch
+        if case .snapshot = update { snapshotsApplied += 1 } else { changesetsApplied += 1 }
+        return update
     }
 
     private static func version(_ value: JSONValue?) throws(Divergence) -> UInt64 {

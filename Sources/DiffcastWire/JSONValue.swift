@@ -47,3 +47,19 @@ public indirect enum JSONValue: Sendable, Equatable {
         return !text.utf8.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }
     }
 }
+
+// Literals, so that clients write requests as they read: `["op": "get", "collection": "feed"]`.
+// A dictionary literal keeps its keys in the order written.
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(String(value)) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(elements.map { Member($0.0, $0.1) })
+    }
+}

@@ -9,7 +9,7 @@ import Logging
 /// with `--config`, then these options; `config/diffcastd.yaml` documents every key.
 @main
 struct Diffcastd: ParsableCommand {
-    static let version = "0.2.0"
+    static let version = String(cString: diffcast_version())
 
     static let configuration = CommandConfiguration(
         commandName: "diffcastd",

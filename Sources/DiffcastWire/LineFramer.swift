@@ -1,25 +1,25 @@
 /// Splits a byte stream into `\n`-terminated lines, with a bound on line length: a line past
 /// the bound is reported once and its remaining bytes skipped, so no client can make the
-/// daemon buffer without limit.
-struct LineFramer {
+/// daemon buffer without limit. The daemon frames requests with it, clients frame events.
+public struct LineFramer: Sendable {
     /// What the framer found in the bytes it was given.
-    enum Piece {
+    public enum Piece: Sendable {
         case line([UInt8])
         case lineTooLong
     }
 
-    let maximumLineBytes: Int
+    public let maximumLineBytes: Int
     private var partial: [UInt8] = []
     private var skipping = false
 
-    init(maximumLineBytes: Int) {
+    public init(maximumLineBytes: Int) {
         self.maximumLineBytes = maximumLineBytes
     }
 
     /// Whether an unfinished line is buffered (a client that vanishes now loses it).
-    var hasPartialLine: Bool { !partial.isEmpty }
+    public var hasPartialLine: Bool { !partial.isEmpty }
 
-    mutating func feed(_ chunk: UnsafeRawBufferPointer, _ emit: (Piece) -> Void) {
+    public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ emit: (Piece) -> Void) {
         var start = 0
         while start < chunk.count {
             let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n"))

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import DiffcastServer
+import DiffcastWire
 
 @Suite struct LineFramerTests {
     private func pieces(_ chunks: [String], limit: Int = 8) -> [String] {

@@ -1,0 +1,2 @@
+@_exported import DiffcastCore
+@_exported import DiffcastWire

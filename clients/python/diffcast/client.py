@@ -1,0 +1,243 @@
+"""A connection to diffcastd: requests (pipelined when wanted), events, and a follower."""
+
+import collections
+import json
+import os
+import socket
+import time
+
+from .mirror import Divergence, Mirror, parse_preserving
+
+SYSTEM_SOCKET = "/run/diffcast/diffcast.sock"
+DEFAULT_SOCKET = "/tmp/diffcast.sock"
+
+
+class DiffcastError(Exception):
+    """An error response: ``code`` (e.g. ``unknown_item``) and the daemon's ``message``."""
+
+    def __init__(self, code, message, response=None):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+        self.response = response
+
+
+def default_socket():
+    """``$DIFFCAST_SOCKET``, else the system service's socket when it exists, else /tmp's."""
+    return os.environ.get("DIFFCAST_SOCKET") or (SYSTEM_SOCKET if os.path.exists(SYSTEM_SOCKET) else DEFAULT_SOCKET)
+
+
+def _items(items):
+    """Items as the wire wants them: ids stay bare, ``(id, data)`` pairs and dicts become objects."""
+    result = []
+    for item in items:
+        if isinstance(item, tuple):
+            result.append({"id": item[0], "data": item[1]})
+        else:
+            result.append(item)
+    return result
+
+
+class Client:
+    """One connection. Responses come back in request order; events that arrive meanwhile are
+    kept for ``events()``. Not thread-safe: use one client per thread."""
+
+    def __init__(self, socket_path=None, tcp=None, token=None, timeout=None):
+        if tcp is not None:
+            self._socket = socket.create_connection(tcp, timeout=timeout)
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._socket.settimeout(timeout)
+            self._socket.connect(socket_path or default_socket())
+        self._buffer = b""
+        self._events = collections.deque()
+        if token is not None:
+            self.request("auth", token=token)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._socket.close()
+
+    # Lines
+
+    def send_lines(self, objects):
+        payload = b"".join(json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for o in objects)
+        self._socket.sendall(payload)
+
+    def _read_line(self, timeout=None):
+        """The next line's text (an event starts with ``{"event"``, as the daemon writes it)."""
+        while b"\n" not in self._buffer:
+            if timeout is not None:
+                self._socket.settimeout(timeout)
+            chunk = self._socket.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("the daemon closed the connection")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "surrogatepass")
+
+    def _response(self):
+        while True:
+            line = self._read_line()
+            if line.startswith('{"event"'):
+                self._events.append(line)
+            else:
+                return json.loads(line)
+
+    # Requests
+
+    def pipeline(self, requests):
+        """Sends the requests (dicts with ``op``) in one write; returns their responses in order,
+        error responses included (not raised)."""
+        self.send_lines(requests)
+        return [self._response() for _ in requests]
+
+    def request(self, op, collection=None, **arguments):
+        """One request; returns the response, raises ``DiffcastError`` when it is not ok."""
+        request = {"op": op}
+        if collection is not None:
+            request["collection"] = collection
+        request.update({k: v for k, v in arguments.items() if v is not None})
+        response = self.pipeline([request])[0]
+        if not response.get("ok"):
+            error = response.get("error", {})
+            raise DiffcastError(error.get("code"), error.get("message"), response)
+        return response
+
+    def ping(self):
+        return self.request("ping")
+
+    def list(self):
+        return self.request("list")["collections"]
+
+    def stats(self):
+        return self.request("stats")
+
+    def get(self, collection):
+        return self.request("get", collection)
+
+    def apply(self, collection, sections):
+        return self.request("apply", collection, sections=sections)["version"]
+
+    def append_sections(self, collection, sections):
+        return self.request("append_sections", collection, sections=sections)["version"]
+
+    def insert_sections(self, collection, sections, before=None, after=None):
+        return self.request("insert_sections", collection, sections=sections, before=before, after=after)["version"]
+
+    def delete_sections(self, collection, ids):
+        return self.request("delete_sections", collection, sections=list(ids))["version"]
+
+    def reload_sections(self, collection, ids):
+        return self.request("reload_sections", collection, sections=list(ids))["version"]
+
+    def move_section(self, collection, section, before=None, after=None):
+        return self.request("move_section", collection, section=section, before=before, after=after)["version"]
+
+    def update_sections(self, collection, data_by_id):
+        sections = [{"id": k, "data": v} for k, v in dict(data_by_id).items()]
+        return self.request("update_sections", collection, sections=sections)["version"]
+
+    def append_items(self, collection, items, section=None):
+        return self.request("append_items", collection, items=_items(items), section=section)["version"]
+
+    def insert_items(self, collection, items, before=None, after=None):
+        return self.request("insert_items", collection, items=_items(items), before=before, after=after)["version"]
+
+    def delete_items(self, collection, ids):
+        return self.request("delete_items", collection, items=list(ids))["version"]
+
+    def reload_items(self, collection, ids):
+        return self.request("reload_items", collection, items=list(ids))["version"]
+
+    def reconfigure_items(self, collection, ids):
+        return self.request("reconfigure_items", collection, items=list(ids))["version"]
+
+    def move_item(self, collection, item, before=None, after=None):
+        return self.request("move_item", collection, item=item, before=before, after=after)["version"]
+
+    def update_items(self, collection, data_by_id):
+        """``data_by_id``: a mapping (or pairs) of item id to its new data."""
+        items = [{"id": k, "data": v} for k, v in dict(data_by_id).items()]
+        return self.request("update_items", collection, items=items)["version"]
+
+    def delete_all(self, collection):
+        return self.request("delete_all", collection)["version"]
+
+    def drop(self, collection):
+        self.request("drop", collection)
+
+    def batch(self, collection, ops):
+        """Several writes (dicts with ``op``, no collection), all or nothing."""
+        return self.request("batch", collection, ops=ops)["version"]
+
+    # Events
+
+    def subscribe(self, collection, since=None, epoch=None):
+        return self.request("subscribe", collection, since=since, epoch=epoch)
+
+    def unsubscribe(self, collection):
+        return self.request("unsubscribe", collection)
+
+    def _event_lines(self, timeout):
+        while True:
+            if self._events:
+                yield self._events.popleft()
+                continue
+            try:
+                line = self._read_line(timeout)
+            except socket.timeout:
+                return
+            finally:
+                self._socket.settimeout(None)
+            if line.startswith('{"event"'):
+                yield line
+
+    def events(self, timeout=None):
+        """Yields event dicts as they arrive; stops after ``timeout`` seconds without one."""
+        for line in self._event_lines(timeout):
+            yield json.loads(line)
+
+    def follow(self, collection, mirror=None, timeout=None):
+        """Subscribes (from ``mirror``'s version when given one) and yields ``(event, mirror)``
+        for every event, the mirror verified against its digest. After a divergence it
+        subscribes again without ``since`` and skips the collection's events until the snapshot.
+        Stops after ``timeout`` seconds without an event."""
+        mirror = mirror if mirror is not None else Mirror()
+        if mirror.version is not None:
+            self.subscribe(collection, since=mirror.version, epoch=mirror.epoch)
+        else:
+            self.subscribe(collection)
+        resynchronizing = False
+        for line in self._event_lines(timeout):
+            event = parse_preserving(line)
+            if event.get("collection") != collection:
+                continue
+            if resynchronizing and event.get("event") != "snapshot":
+                continue
+            resynchronizing = False
+            try:
+                mirror.feed(event)
+            except Divergence as divergence:
+                mirror.divergences.append(str(divergence))
+                resynchronizing = True
+                self.subscribe(collection)
+                continue
+            yield json.loads(line), mirror
+
+
+def connect_with_retry(socket_path=None, attempts=50, delay=0.1, **options):
+    """A client, retrying while the daemon starts (no socket yet, or refused)."""
+    for attempt in range(attempts):
+        try:
+            return Client(socket_path, **options)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay)
