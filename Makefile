@@ -16,7 +16,7 @@ DIST_PACKAGES := help2man binutils dpkg
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build release stamp run test conformance soak bench install deb test-service lint clean
+.PHONY: deps bench-deps build release stamp run test test-clients conformance soak bench install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
 define apt_install
@@ -45,10 +45,11 @@ stamp:
 
 # A self-contained release binary: the Swift standard library linked in statically, so it
 # needs only libuv1, libstdc++, libgcc_s and libc where it is installed.
-RELEASE_BUILD = $(SWIFT) build -c release --static-swift-stdlib --product diffcastd
+RELEASE_BUILD = $(SWIFT) build -c release --static-swift-stdlib
 
 release: deps stamp
-	$(RELEASE_BUILD)
+	$(RELEASE_BUILD) --product diffcastd
+	$(RELEASE_BUILD) --product diffcast
 
 run: release
 	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))"
@@ -60,9 +61,19 @@ run: release
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
+	$(MAKE) --no-print-directory test-clients
 	@if [ -e $(CHECKER) ]; then \
 	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
 	else echo "conformance: $(CHECKER) not found; skipped"; fi
+
+# The Python client, installed with pip into .build/python, tested against the real daemon; then
+# the `diffcast` command and examples/ driven as a user drives them (pytest, debug binaries).
+test-clients: deps
+	@python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
+	rm -rf .build/python && python3 -m pip install -q --no-deps --target .build/python ./clients/python
+	rm -rf clients/python/build clients/python/*.egg-info
+	PYTHONPATH=.build/python python3 -m pytest -q -p no:cacheprovider clients/python/tests
+	python3 -m pytest -q -p no:cacheprovider Tests/EndToEnd
 
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
 conformance: release
@@ -78,18 +89,30 @@ soak: deps
 	$(SWIFT) build --build-tests
 	DIFFCAST_CRASH_CYCLES=$(or $(CYCLES),200) $(SWIFT) test --skip-build --filter acknowledgedWritesSurviveKillNine
 
-# What `make install` and `make deb` ship: the stripped binary and its man page.
+# What `make install` and `make deb` ship: the stripped binaries, their man pages, and the
+# shell completions of `diffcast`.
 DIST := .build/dist
 dist: release
 	$(call apt_install,$(DIST_PACKAGES))
-	mkdir -p $(DIST)
+	mkdir -p $(DIST)/completions
 	strip -o $(DIST)/diffcastd .build/release/diffcastd
+	strip -o $(DIST)/diffcast .build/release/diffcast
 	help2man --no-info --section 8 --name "collections of sections and items, published as minimal changesets" \
 	  --version-string "$(VERSION)" $(DIST)/diffcastd > $(DIST)/diffcastd.8
+	help2man --no-info --section 1 --name "read, write and follow diffcastd's collections" \
+	  --version-string "$(VERSION)" $(DIST)/diffcast > $(DIST)/diffcast.1
+	$(DIST)/diffcast --generate-completion-script bash > $(DIST)/completions/diffcast.bash
+	$(DIST)/diffcast --generate-completion-script zsh > $(DIST)/completions/_diffcast
+	$(DIST)/diffcast --generate-completion-script fish > $(DIST)/completions/diffcast.fish
 
 install: dist
 	install -D -m 0755 $(DIST)/diffcastd $(DESTDIR)$(PREFIX)/bin/diffcastd
 	install -D -m 0644 $(DIST)/diffcastd.8 $(DESTDIR)$(PREFIX)/share/man/man8/diffcastd.8
+	install -D -m 0755 $(DIST)/diffcast $(DESTDIR)$(PREFIX)/bin/diffcast
+	install -D -m 0644 $(DIST)/diffcast.1 $(DESTDIR)$(PREFIX)/share/man/man1/diffcast.1
+	install -D -m 0644 $(DIST)/completions/diffcast.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/diffcast
+	install -D -m 0644 $(DIST)/completions/_diffcast $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_diffcast
+	install -D -m 0644 $(DIST)/completions/diffcast.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/diffcast.fish
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(PREFIX)/share/doc/diffcast
 	sed 's|/usr/local|$(PREFIX)|g' systemd/diffcast.service > $(DESTDIR)$(UNITDIR)/diffcast.service
 	install -m 0644 systemd/diffcast.socket $(DESTDIR)$(UNITDIR)/diffcast.socket

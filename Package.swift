@@ -73,15 +73,20 @@ let package = Package(
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a
         // seeded generator, written apart from the code they check; used by every test target.
         .target(name: "DiffcastTestSupport", dependencies: ["DiffcastCore"], path: "Tests/DiffcastTestSupport"),
+        // The real daemon for integration tests: started on a socket of its own, and a blocking
+        // line client (as a script would talk to it).
+        .target(name: "DiffcastTestDaemon", dependencies: ["DiffcastWire"], path: "Tests/DiffcastTestDaemon"),
         .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [
-                "DiffcastServer", "DiffcastWire", "DiffcastTestSupport", .product(name: "Logging", package: "swift-log"),
+                "DiffcastServer", "DiffcastWire", "DiffcastTestSupport", "DiffcastTestDaemon",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,6 +11,12 @@ dist=$2
 stage="$dist/diffcast_${version}_amd64"
 rm -rf "$stage"
 install -D -m 0755 "$dist/diffcastd" "$stage/usr/bin/diffcastd"
+install -D -m 0755 "$dist/diffcast" "$stage/usr/bin/diffcast"
+install -D -m 0644 "$dist/completions/diffcast.bash" "$stage/usr/share/bash-completion/completions/diffcast"
+install -D -m 0644 "$dist/completions/_diffcast" "$stage/usr/share/zsh/vendor-completions/_diffcast"
+install -D -m 0644 "$dist/completions/diffcast.fish" "$stage/usr/share/fish/vendor_completions.d/diffcast.fish"
+install -D -m 0644 /dev/null "$stage/usr/share/man/man1/diffcast.1.gz"
+gzip -9n < "$dist/diffcast.1" > "$stage/usr/share/man/man1/diffcast.1.gz"
 install -d "$stage/lib/systemd/system" "$stage/usr/lib/sysusers.d" "$stage/etc/diffcast" \
   "$stage/usr/share/man/man8" "$stage/usr/share/doc/diffcast" "$stage/DEBIAN"
 sed 's|/usr/local|/usr|g' systemd/diffcast.service > "$stage/lib/systemd/system/diffcast.service"

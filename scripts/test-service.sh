@@ -109,6 +109,8 @@ step "a group member's first connection starts the service" expect_in '"ok":true
 step "the service is active" wait_active
 step "a write is acknowledged" expect_in '"version":1' request alice 'append_sections feed {"sections":[{"id":"today"}]}'
 step "a second write on a new connection" expect_in '"version":2' request alice 'append_items feed {"items":["t1"]}'
+step "diffcast finds the system socket by itself" expect_in 't1' \
+  as_user alice diffcast get feed
 step "a non-member is refused" expect_in "Permission denied" \
   in_guest runuser -u bob -- sh -c 'echo ping | nc -U -N -w 2 /run/diffcast/diffcast.sock' 
 in_guest systemctl status diffcast.service --no-pager >"$work/status.txt" 2>&1

@@ -117,7 +117,9 @@ public final class Connection: Sendable {
                 raw[path.utf8.count] = 0
             }
             let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard socket >= 0 else { return .failure(.cannotConnect(endpoint: path, cause: String(cString: strerror(errno)))) }
+            guard socket >= 0 else {
+                return .failure(.cannotConnect(endpoint: path, cause: String(cString: strerror(errno))))
+            }
             let status = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -258,7 +260,8 @@ private final class Channel: Sendable {
                 }
             }
             var fds = [
-                pollfd(fd: socket, events: Int16(POLLIN) | (pendingStart < pending.count ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(
+                    fd: socket, events: Int16(POLLIN) | (pendingStart < pending.count ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
             ]
             guard poll(&fds, 2, -1) >= 0 || errno == EINTR else {

@@ -127,7 +127,9 @@ public struct Follower: Sendable {
             for (name, response) in zip(collections, responses) {
                 try Connection.check(response)
                 if case .number(let text) = response["version"], let version = UInt64(text) {
-                    sink.yield(Update(collection: name, change: .subscribed(version: version), mirror: mirrors[name] ?? .init()))
+                    sink.yield(
+                        Update(
+                            collection: name, change: .subscribed(version: version), mirror: mirrors[name] ?? .init()))
                 }
             }
             backoff = .milliseconds(50)

@@ -59,7 +59,8 @@ struct ConnectionOptions: ParsableArguments {
         name: .shortAndLong,
         help: ArgumentHelp(
             "The daemon's Unix socket.",
-            discussion: "Default: $DIFFCAST_SOCKET, else /run/diffcast/diffcast.sock when it exists, else /tmp/diffcast.sock."
+            discussion:
+                "Default: $DIFFCAST_SOCKET, else /run/diffcast/diffcast.sock when it exists, else /tmp/diffcast.sock."
         ))
     var socket: String?
 
@@ -75,12 +76,15 @@ struct ConnectionOptions: ParsableArguments {
     func endpoint() throws -> Endpoint {
         let environment = ProcessInfo.processInfo.environment
         if let text = tcp ?? (socket == nil ? environment["DIFFCAST_TCP"] : nil) {
-            guard let endpoint = Endpoint(tcp: text) else { throw ValidationError("--tcp wants HOST:PORT, not '\(text)'") }
+            guard let endpoint = Endpoint(tcp: text) else {
+                throw ValidationError("--tcp wants HOST:PORT, not '\(text)'")
+            }
             return endpoint
         }
         if let path = socket ?? environment["DIFFCAST_SOCKET"] { return .unix(path: path) }
         let systemSocket = "/run/diffcast/diffcast.sock"
-        return .unix(path: FileManager.default.fileExists(atPath: systemSocket) ? systemSocket : Endpoint.defaultSocketPath)
+        return .unix(
+            path: FileManager.default.fileExists(atPath: systemSocket) ? systemSocket : Endpoint.defaultSocketPath)
     }
 
     /// Connects, runs `body`, and turns client errors into the command's exit status.

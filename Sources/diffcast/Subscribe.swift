@@ -55,7 +55,10 @@ struct Subscribe: AsyncParsableCommand {
                     }
                     events += 1
                 case .dropped:
-                    print(options.json ? #"{"event":"dropped","collection":\#(JSONValue.string(name).canonicalText)}"# : "\(style.bold(name)) dropped")
+                    print(
+                        options.json
+                            ? #"{"event":"dropped","collection":\#(JSONValue.string(name).canonicalText)}"#
+                            : "\(style.bold(name)) dropped")
                     events += 1
                 }
                 mirrors[name] = update.mirror

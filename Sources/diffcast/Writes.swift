@@ -118,7 +118,9 @@ enum RequestBuilder {
                     throw ValidationError("unknown option '\(word)'")
                 } else if let pair = try keyValue(word) {
                     if inData {
-                        guard case .object(var members) = entries[entries.count - 1].first(where: { $0.key == "data" })?.value
+                        guard
+                            case .object(var members) = entries[entries.count - 1].first(where: { $0.key == "data" })?
+                                .value
                         else { throw ValidationError("--data holds key=value pairs") }
                         set(pair.key, pair.value, in: &members)
                         try setData(.object(members))

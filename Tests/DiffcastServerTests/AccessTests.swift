@@ -1,3 +1,4 @@
+import DiffcastTestDaemon
 import DiffcastWire
 import Foundation
 import Testing

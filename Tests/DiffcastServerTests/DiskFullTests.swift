@@ -1,3 +1,4 @@
+import DiffcastTestDaemon
 import DiffcastCore
 import DiffcastWire
 import Foundation

@@ -1,6 +1,5 @@
-import Testing
-
 import DiffcastWire
+import Testing
 
 @Suite struct LineFramerTests {
     private func pieces(_ chunks: [String], limit: Int = 8) -> [String] {

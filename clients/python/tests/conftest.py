@@ -5,8 +5,11 @@ import sys
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 REPOSITORY = HERE.parent.parent.parent
+try:  # the installed package (make test installs it with pip first), else the source tree
+    import diffcast  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(HERE.parent))
 
 from diffcast.testing import Daemon  # noqa: E402
 

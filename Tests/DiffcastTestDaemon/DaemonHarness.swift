@@ -6,11 +6,11 @@ import Foundation
     import Glibc
 #endif
 
-enum HarnessError: Error, CustomStringConvertible {
+public enum HarnessError: Error, CustomStringConvertible {
     case timeout(String)
     case failed(String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .timeout(let what): "timed out: \(what)"
         case .failed(let what): what
@@ -19,23 +19,23 @@ enum HarnessError: Error, CustomStringConvertible {
 }
 
 /// The real `diffcastd` binary, started on a socket of its own in a fresh temporary folder.
-final class Daemon: @unchecked Sendable {
-    static var binary: URL {
+public final class Daemon: @unchecked Sendable {
+    public static var binary: URL {
         if let path = ProcessInfo.processInfo.environment["DIFFCASTD"] { return URL(fileURLWithPath: path) }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug/diffcastd")
     }
 
-    let directory: URL
-    let socketPath: String
-    let process = Process()
+    public let directory: URL
+    public let socketPath: String
+    public let process = Process()
     /// The daemon's stderr goes to a file (a pipe nobody reads could fill and block it).
-    let logFile: URL
+    public let logFile: URL
 
     /// Starts the daemon; `launcher` runs it through another program (e.g. systemd-socket-activate),
     /// given the socket path and the daemon's path; `environment` adds variables.
-    init(
+    public init(
         arguments: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true,
         launcher: ((String, String) -> [String])? = nil, environment: [String: String] = [:]
     ) throws {
@@ -66,16 +66,16 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { process.processIdentifier }
 
-    func stop(signal: Int32 = SIGTERM) -> Int32 {
+    public func stop(signal: Int32 = SIGTERM) -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
         process.waitUntilExit()
         return process.terminationStatus
     }
 
     /// What the daemon logged so far.
-    func log() -> String {
+    public func log() -> String {
         (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
     }
 
@@ -89,7 +89,7 @@ final class Daemon: @unchecked Sendable {
 }
 
 /// A connected TCP socket to 127.0.0.1:port; the caller closes it.
-func connectTCP(port: Int) throws -> Int32 {
+public func connectTCP(port: Int) throws -> Int32 {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -107,7 +107,7 @@ func connectTCP(port: Int) throws -> Int32 {
     return descriptor
 }
 
-func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> Bool) throws {
+public func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return }
@@ -118,13 +118,13 @@ func waitUntil(_ what: String, timeout: Double = 10, _ condition: () throws -> B
 
 /// A blocking line client over a real Unix socket, as a script would use the daemon. A test may
 /// hand it to one sending thread while another reads.
-final class Client: @unchecked Sendable {
-    private(set) var descriptor: Int32
+public final class Client: @unchecked Sendable {
+    public private(set) var descriptor: Int32
     private var buffer: [UInt8] = []
     /// Events read while waiting for a response.
-    var events: [JSONValue] = []
+    public var events: [JSONValue] = []
 
-    init(path: String, receiveBufferBytes: Int32? = nil) throws {
+    public init(path: String, receiveBufferBytes: Int32? = nil) throws {
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw HarnessError.failed("socket: \(errno)") }
         if var size = receiveBufferBytes {
@@ -147,18 +147,18 @@ final class Client: @unchecked Sendable {
     }
 
     /// Closes once: a second close could hit a descriptor number another test has reused.
-    func close() {
+    public func close() {
         if descriptor >= 0 { Glibc.close(descriptor) }
         descriptor = -1
     }
 
     deinit { close() }
 
-    func send(_ line: String) throws {
+    public func send(_ line: String) throws {
         try sendRaw(Array((line + "\n").utf8))
     }
 
-    func sendRaw(_ bytes: [UInt8]) throws {
+    public func sendRaw(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
@@ -172,7 +172,7 @@ final class Client: @unchecked Sendable {
     }
 
     /// The next line as JSON, or nil on end of stream.
-    func readLine(timeout: Double = 10) throws -> JSONValue? {
+    public func readLine(timeout: Double = 10) throws -> JSONValue? {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -193,12 +193,12 @@ final class Client: @unchecked Sendable {
     }
 
     /// Sends a request and returns its response, keeping events that arrive before it.
-    func request(_ line: String) throws -> JSONValue {
+    public func request(_ line: String) throws -> JSONValue {
         try send(line)
         return try response()
     }
 
-    func response() throws -> JSONValue {
+    public func response() throws -> JSONValue {
         while let line = try readLine() {
             if line["ok"] != nil { return line }
             events.append(line)
@@ -206,7 +206,7 @@ final class Client: @unchecked Sendable {
         throw HarnessError.failed("connection closed before a response")
     }
 
-    func event() throws -> JSONValue {
+    public func event() throws -> JSONValue {
         if !events.isEmpty { return events.removeFirst() }
         guard let line = try readLine() else { throw HarnessError.failed("connection closed before an event") }
         guard line["event"] != nil else { throw HarnessError.failed("expected an event, got \(line.canonicalText)") }
@@ -215,20 +215,20 @@ final class Client: @unchecked Sendable {
 }
 
 extension JSONValue {
-    var int: Int? {
+    public var int: Int? {
         if case .number(let text) = self { return Int(text) }
         return nil
     }
 
-    var string: String? {
+    public var string: String? {
         if case .string(let text) = self { return text }
         return nil
     }
 
-    var array: [JSONValue] {
+    public var array: [JSONValue] {
         if case .array(let elements) = self { return elements }
         return []
     }
 
-    var isOK: Bool { self["ok"] == .bool(true) }
+    public var isOK: Bool { self["ok"] == .bool(true) }
 }
