@@ -273,7 +273,9 @@ private final class Channel: Sendable {
                 _ = read(wakeup, &drain, drain.count)
             }
             if fds[0].revents & Int16(POLLOUT) != 0 {
-                let written = pending[pendingStart...].withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
+                let written = pending[pendingStart...].withUnsafeBytes {
+                    send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
                 if written > 0 {
                     pendingStart += written
                 } else if written < 0 && errno != EAGAIN && errno != EINTR {

@@ -27,7 +27,8 @@ import Testing
     @Test func anErrorResponseIsThrownWithItsCode() async throws {
         let daemon = try Daemon()
         let connection = try await Connection.connect(to: .unix(path: daemon.socketPath))
-        await #expect(throws: ClientError.response(code: "unknown_collection", message: "unknown collection 'nothing'")) {
+        await #expect(throws: ClientError.response(code: "unknown_collection", message: "unknown collection 'nothing'"))
+        {
             try await connection.call(["op": "get", "collection": "nothing"])
         }
         let raw = try await connection.request(["op": "get", "collection": "nothing"])

@@ -1,5 +1,5 @@
-import DiffcastTestDaemon
 import DiffcastCore
+import DiffcastTestDaemon
 import DiffcastTestSupport
 import DiffcastWire
 import Foundation

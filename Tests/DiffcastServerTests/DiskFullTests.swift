@@ -1,5 +1,5 @@
-import DiffcastTestDaemon
 import DiffcastCore
+import DiffcastTestDaemon
 import DiffcastWire
 import Foundation
 import Testing
