@@ -8,7 +8,7 @@ import Foundation
 struct DiffcastBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "DiffcastBenchmarks", abstract: "Benchmark tables of Diffcast, each with a baseline.",
-        subcommands: [DiffBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self],
+        subcommands: [DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self],
         defaultSubcommand: DiffBenchmark.self)
 }
 

@@ -330,6 +330,7 @@ extension Document {
     /// The changeset from `base` (an earlier snapshot of this document) to now, carrying and
     /// clearing the marks the writes since then left.
     public mutating func changeset(since base: Snapshot) -> Changeset {
+        refreshDigests()
         let marks = takeMarks()
         var newLocations: [Identifier: ItemPath] = [:]
         for id in marks.dataChangedItems.union(marks.reloadedItems).union(marks.reconfiguredItems) {

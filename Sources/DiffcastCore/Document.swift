@@ -8,7 +8,10 @@ public struct Document: Sendable {
     /// The section and chunk of every item.
     private var directory: [Identifier: ItemLocation] = [:]
     private var marks = ChangeMarks()
+    /// Open while a batch or a transaction runs: how to put the directory back.
     private var undo: UndoLog?
+    /// Where the open transaction started.
+    private var transactionStart: Checkpoint?
 
     public init() {
         snapshot = Snapshot()
@@ -35,6 +38,11 @@ public struct Document: Sendable {
     }
 
     /// Hands over what the writes since the last call asked to be listed, and starts afresh.
+    /// Folds the digests of the chunks the writes changed (see `Snapshot.refreshDigests()`).
+    public mutating func refreshDigests() {
+        snapshot.refreshDigests()
+    }
+
     public mutating func takeMarks() -> ChangeMarks {
         defer { marks = ChangeMarks() }
         return marks
@@ -52,9 +60,34 @@ public struct Document: Sendable {
         }
     }
 
+    /// Starts remembering how to undo the writes from here on, for writes that are applied
+    /// but may still be refused as a whole (the daemon's batch whose log record cannot be
+    /// written). It costs what the writes touch: the directory's changes are logged, the
+    /// snapshot is shared, never copied. Does nothing when a transaction is already open.
+    public mutating func beginTransaction() {
+        guard transactionStart == nil else { return }
+        if undo == nil { undo = UndoLog() }
+        transactionStart = checkpoint()
+    }
+
+    /// Keeps every write since `beginTransaction()` and forgets how to undo them.
+    public mutating func commitTransaction() {
+        transactionStart = nil
+        undo = nil
+    }
+
+    /// Undoes every write since `beginTransaction()`, as if none had happened.
+    public mutating func rollBackTransaction() {
+        guard let start = transactionStart else { return }
+        rollBack(to: start)
+        commitTransaction()
+    }
+
     private mutating func applyBatch(_ operations: [WriteOperation]) throws(DiffcastError) {
-        undo = UndoLog(snapshot: snapshot, marks: marks)
-        defer { undo = nil }
+        let opensLog = undo == nil
+        if opensLog { undo = UndoLog() }
+        let start = checkpoint()
+        defer { if opensLog { undo = nil } }
         do throws(DiffcastError) {
             for (entry, operation) in operations.enumerated() {
                 do throws(DiffcastError) {
@@ -67,18 +100,25 @@ public struct Document: Sendable {
                 }
             }
         } catch {
-            rollBack()
+            rollBack(to: start)
             throw error
         }
     }
 
-    private mutating func rollBack() {
-        guard let log = undo else { return }
-        for (id, location) in log.directoryChanges.reversed() {
+    private func checkpoint() -> Checkpoint {
+        Checkpoint(snapshot: snapshot, marks: marks, directoryChanges: undo?.directoryChanges.count ?? 0)
+    }
+
+    /// Puts the document back as it was at `point`: the directory changes since then undone
+    /// newest first, the snapshot and marks as they were.
+    private mutating func rollBack(to point: Checkpoint) {
+        while let count = undo?.directoryChanges.count, count > point.directoryChanges,
+            let (id, location) = undo?.directoryChanges.removeLast()
+        {
             directory[id] = location
         }
-        snapshot = log.snapshot
-        marks = log.marks
+        snapshot = point.snapshot
+        marks = point.marks
     }
 
     private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
@@ -371,16 +411,18 @@ struct ItemLocation: Sendable {
     var chunk: ItemList.ChunkID
 }
 
-/// What a failing `batch` needs to put the document back as it was.
+/// The directory changes of an open batch or transaction, oldest first: each item's location
+/// before the change (nil: it had none).
 private struct UndoLog: Sendable {
+    var directoryChanges: [(Identifier, ItemLocation?)] = []
+}
+
+/// A point to roll back to: the snapshot and marks then (shared, not copied) and how many
+/// directory changes the log held.
+private struct Checkpoint: Sendable {
     let snapshot: Snapshot
     let marks: ChangeMarks
-    var directoryChanges: [(Identifier, ItemLocation?)] = []
-
-    init(snapshot: Snapshot, marks: ChangeMarks) {
-        self.snapshot = snapshot
-        self.marks = marks
-    }
+    let directoryChanges: Int
 }
 
 extension Anchor {

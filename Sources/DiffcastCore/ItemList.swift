@@ -14,26 +14,40 @@ public struct ItemList: RandomAccessCollection, Sendable {
     private static let initialFill = 384
 
     /// A run of items with its identity, its revision and the digest of its items' tokens.
+    ///
+    /// The digest is refreshed lazily: a change of the items only marks it stale, and
+    /// `refreshDigest()` (once per published version, through `Snapshot.refreshDigests()`)
+    /// folds the chunk again, so a batch of a thousand writes to one chunk folds it once.
     struct Chunk: Sendable {
         let id: ChunkID
         private(set) var revision: UInt64
-        private(set) var digest: DigestPart
+        private var cachedDigest: DigestPart
+        private var digestIsCurrent = true
         var items: [Item] {
-            didSet { refresh() }
+            didSet {
+                revision = ItemList.nextStamp()
+                digestIsCurrent = false
+            }
         }
 
         init(id: ChunkID = ItemList.nextStamp(), items: [Item]) {
             self.id = id
             self.items = items
             self.revision = ItemList.nextStamp()
-            self.digest = Self.digest(of: items)
+            self.cachedDigest = Self.digest(of: items)
         }
 
-        /// After any change of the items: a new revision and the digest again (one pass over
-        /// the cached token hashes of at most a chunk's worth of items).
-        private mutating func refresh() {
-            revision = ItemList.nextStamp()
-            digest = Self.digest(of: items)
+        /// The digest part of the items: the cached one, or folded now when stale.
+        var digest: DigestPart {
+            digestIsCurrent ? cachedDigest : Self.digest(of: items)
+        }
+
+        var hasStaleDigest: Bool { !digestIsCurrent }
+
+        mutating func refreshDigest() {
+            guard !digestIsCurrent else { return }
+            cachedDigest = Self.digest(of: items)
+            digestIsCurrent = true
         }
 
         private static func digest(of items: [Item]) -> DigestPart {
@@ -57,6 +71,17 @@ public struct ItemList: RandomAccessCollection, Sendable {
         for chunk in chunks { part.append(chunk.digest) }
         return part
     }
+
+    /// Folds the digests of the chunks changed since the last refresh (one pass over the chunk
+    /// table; a chunk's items only where it changed).
+    public mutating func refreshDigests() {
+        for index in chunks.indices where chunks[index].hasStaleDigest {
+            chunks[index].refreshDigest()
+        }
+    }
+
+    /// Whether a chunk changed since the last `refreshDigests()`.
+    public var hasStaleDigests: Bool { chunks.contains { $0.hasStaleDigest } }
 
     private(set) var chunks: [Chunk] = []
     /// The position of the first item of each chunk.

@@ -138,6 +138,15 @@ public struct Snapshot: Sendable {
         sections.map { SectionOutline(id: $0.id, data: $0.data, items: $0.items.flattened) }
     }
 
+    /// Folds again the digests of chunks changed since the last refresh — once per published
+    /// version, so that a batch of writes to one chunk folds it once and `Digest(of:)` then
+    /// costs a step per chunk. Touches only sections with a changed chunk (no copy of others).
+    public mutating func refreshDigests() {
+        for index in sections.indices where sections[index].items.hasStaleDigests {
+            sections[index].items.refreshDigests()
+        }
+    }
+
     mutating func replaceSections(_ newSections: [Section]) {
         sections = newSections
         reindexSections()

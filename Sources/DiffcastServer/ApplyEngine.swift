@@ -51,6 +51,8 @@ public final class ApplyEngine {
     /// Processes jobs in order; writes to a collection stay open until something else needs
     /// that collection or the jobs run out, then publish as one version.
     public func process(_ jobs: [Job]) -> [Outcome] {
+        // The last batch was made durable (or there was nothing to make durable): keep it.
+        for case let saved? in undo.values { saved.state.commit() }
         undo = [:]
         statisticsBeforeBatch = statistics
         statistics.batches += 1

@@ -35,24 +35,31 @@ final class CollectionState {
         history.last { $0.version == version }?.snapshot
     }
 
-    /// Everything a batch may change, to put back if the batch cannot be made durable.
+    /// What a batch may change beyond the document, to put back if the batch cannot be made
+    /// durable; the document keeps its own undo log (`Document.beginTransaction()`), so saving
+    /// costs nothing per item.
     struct Saved {
         let state: CollectionState
-        let document: Document
         let version: UInt64
         let exists: Bool
         let history: [(version: UInt64, snapshot: Snapshot)]
     }
 
     func save() -> Saved {
-        Saved(state: self, document: document, version: version, exists: exists, history: history)
+        document.beginTransaction()
+        return Saved(state: self, version: version, exists: exists, history: history)
     }
 
     func restore(_ saved: Saved) {
-        document = saved.document
+        document.rollBackTransaction()
         version = saved.version
         exists = saved.exists
         history = saved.history
+    }
+
+    /// The batch was made durable: its writes stay.
+    func commit() {
+        document.commitTransaction()
     }
 }
 

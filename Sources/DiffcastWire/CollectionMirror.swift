@@ -38,7 +38,7 @@ public struct CollectionMirror: Sendable {
     @discardableResult
     public mutating func feed(_ event: JSONValue) throws(Divergence) -> Update {
         let update: Update
-        let next: Snapshot
+        var next: Snapshot
         let nextVersion: UInt64
         var nextEpoch = epoch
         switch event["event"] {
@@ -70,6 +70,7 @@ public struct CollectionMirror: Sendable {
         default:
             throw Divergence(description: "not an event: \(event.canonicalText.prefix(120))")
         }
+        next.refreshDigests()
         let computed = Digest(of: next)
         guard case .string(let digest) = event["digest"], digest == computed.description else {
             throw Divergence(

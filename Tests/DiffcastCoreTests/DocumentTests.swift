@@ -88,6 +88,34 @@ import Testing
         #expect(document.location(of: "q1")! == (0, 2))
     }
 
+    @Test func aTransactionRollsBackEveryWriteAndABatchInsideItKeepsItsOwnRollBack() throws {
+        var document = try document([("A", ["a1", "a2"]), ("B", ["b1"])])
+        let before = outline(document)
+        document.beginTransaction()
+        try document.apply(.appendItems([Item(id: "q1"), Item(id: "q2")], section: "B"))
+        try document.apply(.moveItem("a1", anchor: .after("b1")))
+        #expect(throws: DiffcastError.self) {
+            try document.apply(.batch([.deleteItems(["a2"]), .deleteItems(["ghost"])]))
+        }
+        #expect(document.containsItem("a2"))
+        try document.apply(.batch([.deleteItems(["a2"]), .updateItems([.init(id: "q1", data: nil)])]))
+        try document.apply(.deleteSections(["A"]))
+        try document.apply(.apply(sections: [SectionInput(id: "C", items: [Item(id: "c1"), Item(id: "q1")])]))
+        document.rollBackTransaction()
+        #expect(outline(document) == before)
+        for (id, place) in [("a1", (0, 0)), ("a2", (0, 1)), ("b1", (1, 0))] {
+            #expect(document.location(of: Identifier(id))! == place)
+        }
+        #expect(!document.containsItem("q1") && !document.containsItem("c1"))
+        #expect(document.itemCount == 3)
+        // Committed writes stay; a rollback after a commit has nothing to undo.
+        document.beginTransaction()
+        try document.apply(.appendItems([Item(id: "a3")], section: "A"))
+        document.commitTransaction()
+        document.rollBackTransaction()
+        #expect(document.location(of: "a3")! == (0, 2))
+    }
+
     @Test func writesMirrorTheDiffableSnapshotAPI() throws {
         var document = Document()
         try document.apply(

@@ -1,0 +1,215 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The most common shape of real use — a timeline, a log, a chat: one publisher appends small
+/// items to one growing collection, subscribers receive every item. Against Redis pub/sub with
+/// the same publisher (a window of unanswered writes), the same message sizes, the same run.
+struct FeedBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "feed", abstract: "A growing feed: pipelined appends to one collection, against Redis pub/sub.")
+
+    @Option(help: "Items appended, one write each.")
+    var writes = 200_000
+
+    @Option(help: "Subscribers, each counting every item.")
+    var subscribers = 10
+
+    @Option(help: "Unanswered writes the publisher allows itself.")
+    var window = 64
+
+    /// ~100 bytes of content per item, as in the workload.
+    private static let text = String(repeating: "x", count: 80)
+
+    func run() throws {
+        raiseFileLimit()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-feed-\(getpid())").path
+        mkdir(directory, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        emit(
+            "## Growing feed: \(writes) appends of one ~100-byte item, window \(window), \(subscribers) subscribers\n")
+        emit("Deliveries: items received by subscribers (writes × subscribers); latency: from the write's send")
+        emit("to its item's arrival at a subscriber, over every delivery.\n")
+        emit("| server | items held at the end | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
+        emit("|---|---:|---:|---:|---:|---:|")
+        let ours = try feed(diffcastAt: directory + "/d.sock")
+        emit(ours.row("diffcastd"))
+        let redis = try feed(redisAt: directory + "/r.sock")
+        emit(redis.row("redis pub/sub (each append a PUBLISH)"))
+        emit(
+            String(
+                format: "\nRatio diffcastd / redis: deliveries/s %.2f×, p99 latency %.2f×\n",
+                ours.deliveriesPerSecond / redis.deliveriesPerSecond,
+                percentile(ours.latencies, 0.99) / percentile(redis.latencies, 0.99)))
+    }
+
+    struct Result {
+        var deliveriesPerSecond: Double
+        var latencies: [Double]
+        var peakResident: Int
+        var held: Int
+
+        func row(_ name: String) -> String {
+            String(
+                format: "| %@ | %d | %.0f | %.2f | %.2f | %.0f |", name, held, deliveriesPerSecond,
+                percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, Double(peakResident) / 1e6)
+        }
+    }
+
+    private func feed(diffcastAt path: String) throws -> Result {
+        let server = try ServerProcess.diffcastd(socketPath: path)
+        defer { server.stop() }
+        let setup = try UnixSocket(path: path)
+        try setup.send(Array("apply feed {\"sections\":[{\"id\":\"s\"}]}\n".utf8))
+        _ = setup.readLine()
+        var sockets: [UnixSocket] = []
+        for _ in 0..<subscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("subscribe feed\n".utf8))
+            // The snapshot and the response.
+            _ = socket.readLine()
+            _ = socket.readLine()
+            sockets.append(socket)
+        }
+        // Each changeset lists its items as `{"at":[…]`; whole lines only, so a pattern is never
+        // split across reads.
+        let marker = Array("{\"at\":[".utf8)
+        var partial = Array(repeating: [UInt8](), count: sockets.count)
+        let result = try measure(server: server, path: path, sockets: sockets) { index in
+            Array(
+                "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
+                    .utf8)
+        } count: { subscriber, bytes in
+            guard let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
+                partial[subscriber] += bytes
+                return 0
+            }
+            var lines = partial[subscriber]
+            lines += bytes[..<lastNewline]
+            partial[subscriber] = Array(bytes[(lastNewline + 1)...])
+            return occurrences(of: marker, in: lines)
+        }
+        return result
+    }
+
+    private func feed(redisAt path: String) throws -> Result {
+        let server = try ServerProcess.redis(socketPath: path)
+        defer { server.stop() }
+        let message: @Sendable (Int) -> String = { index in
+            "{\"id\":\"f" + String(format: "%07d", index) + "\",\"data\":{\"text\":\"\(Self.text)\"}}"
+        }
+        let messageBytes =
+            "*3\r\n$7\r\nmessage\r\n$4\r\nfeed\r\n$\(message(0).utf8.count)\r\n\(message(0))\r\n".utf8.count
+        let reply = "*3\r\n$9\r\nsubscribe\r\n$4\r\nfeed\r\n:1\r\n".utf8.count
+        var sockets: [UnixSocket] = []
+        for _ in 0..<subscribers {
+            let socket = try UnixSocket(path: path)
+            try socket.send(Array("SUBSCRIBE feed\r\n".utf8))
+            while socket.buffer.count - socket.bufferStart < reply {
+                guard socket.fill() else { throw BenchmarkError("redis subscriber closed") }
+            }
+            sockets.append(socket)
+        }
+        var received = sockets.map { $0.buffer.count - $0.bufferStart - reply }
+        return try measure(server: server, path: path, sockets: sockets) { index in
+            let text = message(index)
+            return Array("*3\r\n$7\r\nPUBLISH\r\n$4\r\nfeed\r\n$\(text.utf8.count)\r\n\(text)\r\n".utf8)
+        } count: { subscriber, bytes in
+            let before = received[subscriber] / messageBytes
+            received[subscriber] += bytes.count
+            return received[subscriber] / messageBytes - before
+        }
+    }
+
+    /// Publishes `writes` writes with at most `window` unanswered, while one thread reads every
+    /// subscriber; `count` says how many new items a read brought to a subscriber.
+    private func measure(
+        server: ServerProcess, path: String, sockets: [UnixSocket], write: @escaping @Sendable (Int) -> [UInt8],
+        count: (Int, ArraySlice<UInt8>) -> Int
+    ) throws -> Result {
+        let sampler = PipelineBenchmark.MemorySampler(server)
+        let publisher = try UnixSocket(path: path)
+        let sent = Mutex<[ContinuousClock.Instant]>([])
+        sent.withLock { $0.reserveCapacity(writes) }
+        let total = writes
+        let window = window
+        let began = ContinuousClock.now
+        let writer = Thread {
+            var acknowledged = 0
+            var next = 0
+            while acknowledged < total {
+                if next < total && next - acknowledged < window {
+                    var batch: [UInt8] = []
+                    let end = min(total, acknowledged + window)
+                    for index in next..<end { batch += write(index) }
+                    let now = ContinuousClock.now
+                    sent.withLock { $0.append(contentsOf: repeatElement(now, count: end - next)) }
+                    try? publisher.send(batch)
+                    next = end
+                }
+                guard publisher.readLine() != nil else { return }
+                acknowledged += 1
+            }
+        }
+        writer.start()
+        var seen = Array(repeating: 0, count: sockets.count)
+        var latencies: [Double] = []
+        latencies.reserveCapacity(writes * sockets.count)
+        let expected = writes * sockets.count
+        var delivered = 0
+        var descriptors = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        // Bytes a subscriber already buffered while being set up count first.
+        for (index, socket) in sockets.enumerated() where socket.buffer.count > socket.bufferStart {
+            let fresh = count(index, socket.buffer[socket.bufferStart...])
+            seen[index] += fresh
+            delivered += fresh
+        }
+        while delivered < expected {
+            guard poll(&descriptors, nfds_t(descriptors.count), 5000) > 0 else {
+                throw BenchmarkError("no delivery for 5 s (\(delivered) of \(expected))")
+            }
+            for index in descriptors.indices where descriptors[index].revents != 0 {
+                let got = recv(descriptors[index].fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+                guard got > 0 else { continue }
+                let fresh = count(index, chunk[..<got])
+                guard fresh > 0 else { continue }
+                let now = ContinuousClock.now
+                let items = seen[index]..<(seen[index] + fresh)
+                sent.withLock { times in
+                    for item in items {
+                        let (whole, fraction) = (now - times[item]).components
+                        latencies.append(Double(whole) + Double(fraction) / 1e18)
+                    }
+                }
+                seen[index] += fresh
+                delivered += fresh
+            }
+        }
+        let elapsed = seconds(since: began)
+        return Result(
+            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies, peakResident: sampler.stop(),
+            held: writes)
+    }
+
+    private func occurrences(of pattern: [UInt8], in bytes: [UInt8]) -> Int {
+        guard bytes.count >= pattern.count else { return 0 }
+        var found = 0
+        var index = 0
+        let first = pattern[0]
+        let last = bytes.count - pattern.count
+        while index <= last {
+            if bytes[index] == first && bytes[index..<(index + pattern.count)].elementsEqual(pattern) {
+                found += 1
+                index += pattern.count
+            } else {
+                index += 1
+            }
+        }
+        return found
+    }
+}
