@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The identifier of a section or item: its UTF-8 bytes, compared and hashed as bytes.
 ///
 /// Swift's `String` equality is Unicode canonical equivalence, which would merge `"é"` (U+00E9)
@@ -59,7 +63,8 @@ public enum UTF8Bytes {
         guard left.count == right.count else { return false }
         let fast = left.withContiguousStorageIfAvailable { leftBytes in
             right.withContiguousStorageIfAvailable { rightBytes in
-                leftBytes.elementsEqual(rightBytes)
+                guard let left = leftBytes.baseAddress, let right = rightBytes.baseAddress else { return true }
+                return memcmp(left, right, leftBytes.count) == 0
             }
         }
         if let fast, let result = fast { return result }
