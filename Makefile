@@ -79,10 +79,10 @@ test-clients: deps
 conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2
 
-# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, durability) for one.
+# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	@for b in $(or $(BENCH),diff feed pipeline durability); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+	@for b in $(or $(BENCH),diff feed pipeline memory durability); do .build/release/DiffcastBenchmarks $$b || exit 1; done
 
 # The crash test for longer: CYCLES kill -9/restart cycles (200 by default).
 soak: deps

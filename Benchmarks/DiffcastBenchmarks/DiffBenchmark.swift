@@ -8,7 +8,9 @@ import Foundation
 struct DiffcastBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "DiffcastBenchmarks", abstract: "Benchmark tables of Diffcast, each with a baseline.",
-        subcommands: [DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self],
+        subcommands: [
+            DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self, MemoryBenchmark.self,
+        ],
         defaultSubcommand: DiffBenchmark.self)
 }
 
@@ -35,25 +37,20 @@ struct DiffBenchmark: ParsableCommand {
     // MARK: - Memory
 
     private func printMemoryPerItem(count: Int) {
-        let before = residentBytes()
+        let before = residentBytesOfThisProcess()
         var document = Document()
         let items = (0..<count).map { index in
             let text = "\(index)" + String(repeating: "d", count: 30)
             return Item(id: "item-\(index)", data: JSONText(canonical: "\"" + text.prefix(30) + "\""))
         }
         try? document.apply(.apply(sections: [SectionInput(id: "s", items: items)]))
-        let after = residentBytes()
+        let after = residentBytesOfThisProcess()
         emit("## Memory held per item (\(count) items, 32-byte data, ids 'item-N')\n")
         emit("| bytes per item (RSS growth / items) | items held |")
         emit("|---:|---:|")
         emit("| \(String(format: "%.0f", Double(after - before) / Double(count))) | \(document.itemCount) |\n")
     }
 
-    private func residentBytes() -> Int {
-        let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
-        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-    }
 
     // MARK: - Full diff
 

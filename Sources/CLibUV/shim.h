@@ -9,10 +9,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <malloc.h>
 
 /* Casts between libuv handle types, kept in C so Swift never puns pointers itself. */
 static inline uv_stream_t *dc_stream(void *handle) { return (uv_stream_t *)handle; }
 static inline uv_handle_t *dc_handle(void *handle) { return (uv_handle_t *)handle; }
+
+/* Gives the memory that freed objects left inside the heap back to the system (glibc keeps
+   it otherwise): called after collections were dropped. */
+static inline void dc_release_free_memory(void) { malloc_trim(0); }
 
 /* Ignores SIGPIPE: libuv does not, and a peer that closes with unread data would kill us. */
 static inline void dc_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }

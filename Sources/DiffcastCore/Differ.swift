@@ -39,13 +39,13 @@ public enum Differ {
     }
 
     private static func diffSections(_ old: Snapshot, _ new: Snapshot, into changes: inout SectionChanges) {
-        for (index, section) in old.sections.enumerated() where new.sectionPositions[section.id] == nil {
+        for (index, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
             changes.deleted.append(.init(index: index, id: section.id))
         }
         var survivorsOld: [Int] = []
         var survivorsNew: [Int] = []
         for (index, section) in new.sections.enumerated() {
-            guard let oldIndex = old.sectionPositions[section.id] else {
+            guard let oldIndex = old.position(ofSection: section.id) else {
                 changes.inserted.append(.init(index: index, id: section.id, data: section.data))
                 continue
             }
@@ -65,7 +65,7 @@ public enum Differ {
     /// A section whose structure revision differs (or that exists on one side only) is
     /// "restructured": only those are walked item by item.
     private static func isRestructured(_ section: Section, in other: Snapshot) -> Bool {
-        guard let index = other.sectionPositions[section.id] else { return true }
+        guard let index = other.position(ofSection: section.id) else { return true }
         return !other.sections[index].structureRevision.provesEqual(to: section.structureRevision)
     }
 
@@ -112,7 +112,7 @@ public enum Differ {
         }
         var middles: [Identifier: (prefix: Int, suffix: Int)] = [:]
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            guard let oldSectionIndex = old.sectionPositions[section.id] else { continue }
+            guard let oldSectionIndex = old.position(ofSection: section.id) else { continue }
             middles[section.id] = commonEnds(
                 old: oldItemsBySection[oldSectionIndex] ?? [], new: newItemsBySection[sectionIndex] ?? [],
                 newSectionIndex: sectionIndex, into: &changes)
@@ -128,7 +128,7 @@ public enum Differ {
             }
         }
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            let oldSectionIndex = old.sectionPositions[section.id]
+            let oldSectionIndex = old.position(ofSection: section.id)
             let ends = middles[section.id] ?? (0, 0)
             let items = newItemsBySection[sectionIndex] ?? []
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
@@ -160,7 +160,7 @@ public enum Differ {
             }
         }
         // What is left was removed; items of deleted sections go with their section unlisted.
-        for (id, oldPath) in oldLocations where new.sectionPositions[old.sections[oldPath.section].id] != nil {
+        for (id, oldPath) in oldLocations where new.position(ofSection: old.sections[oldPath.section].id) != nil {
             changes.deleted.append(.init(at: oldPath, id: id))
         }
     }
@@ -189,13 +189,13 @@ public enum Differ {
         _ old: Snapshot, _ new: Snapshot, restructured: Set<Identifier>
     ) -> ItemChanges? {
         guard old.sections.count == new.sections.count,
-            new.sections.allSatisfy({ old.sectionPositions[$0.id] != nil })
+            new.sections.allSatisfy({ old.position(ofSection: $0.id) != nil })
         else { return nil }
         var changes = ItemChanges()
         var oldPlaces: [Identifier: TouchedPlace] = [:]
         var newPlaces: [Identifier: TouchedPlace] = [:]
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            guard let oldSectionIndex = old.sectionPositions[section.id] else { return nil }
+            guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
             var oldCursor = ItemList.Cursor(old.sections[oldSectionIndex].items)
             var newCursor = ItemList.Cursor(section.items)
             var gap = 0
@@ -273,7 +273,7 @@ public enum Differ {
             for id in hints.marks.dataChangedItems {
                 guard let path = hints.newLocations[id] else { continue }
                 let section = new.sections[path.section]
-                guard let oldIndex = old.sectionPositions[section.id],
+                guard let oldIndex = old.position(ofSection: section.id),
                     old.sections[oldIndex].structureRevision.provesEqual(to: section.structureRevision)
                 else { continue }
                 let data = section.items[path.item].data
@@ -285,7 +285,7 @@ public enum Differ {
             return
         }
         for (sectionIndex, section) in new.sections.enumerated() {
-            guard let oldIndex = old.sectionPositions[section.id] else { continue }
+            guard let oldIndex = old.position(ofSection: section.id) else { continue }
             let oldSection = old.sections[oldIndex]
             guard oldSection.structureRevision.provesEqual(to: section.structureRevision),
                 !oldSection.contentRevision.provesEqual(to: section.contentRevision)
@@ -303,7 +303,7 @@ public enum Differ {
         let marks = hints.marks
         let insertedSections = Set(changeset.sections.inserted.map(\.id))
         for id in marks.reloadedSections where !insertedSections.contains(id) {
-            if let index = new.sectionPositions[id] {
+            if let index = new.position(ofSection: id) {
                 changeset.sections.reloaded.append(.init(index: index, id: id))
             }
         }

@@ -31,7 +31,7 @@ public struct Document: Sendable {
     /// The position of an item in the current snapshot, or nil when there is no such item: a
     /// scan of its section's chunk table and of one chunk, never of the whole section.
     public func location(of id: Identifier) -> (section: Int, item: Int)? {
-        guard let location = directory[id], let sectionIndex = snapshot.sectionPositions[location.section],
+        guard let location = directory[id], let sectionIndex = snapshot.position(ofSection: location.section),
             let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: location.chunk)
         else { return nil }
         return (sectionIndex, itemIndex)
@@ -183,7 +183,7 @@ public struct Document: Sendable {
     // MARK: - Sections
 
     private func sectionIndex(_ id: Identifier) throws(DiffcastError) -> Int {
-        guard let index = snapshot.sectionPositions[id] else { throw .unknownSection(id) }
+        guard let index = snapshot.position(ofSection: id) else { throw .unknownSection(id) }
         return index
     }
 
@@ -225,7 +225,7 @@ public struct Document: Sendable {
     private mutating func insertSections(_ inputs: [SectionInput], at position: Int) throws(DiffcastError) {
         var sectionIDs = Set<Identifier>()
         for input in inputs
-        where snapshot.sectionPositions[input.id] != nil || !sectionIDs.insert(input.id).inserted {
+        where snapshot.position(ofSection: input.id) != nil || !sectionIDs.insert(input.id).inserted {
             throw .duplicateIdentifier(kind: .section, id: input.id)
         }
         try checkNewItems(inputs.flatMap(\.items))
@@ -265,7 +265,7 @@ public struct Document: Sendable {
         }
         let section = snapshot.sections[source]
         snapshot.removeSections(at: [source])
-        let anchorIndex = snapshot.sectionPositions[anchor.identifier] ?? 0
+        let anchorIndex = snapshot.position(ofSection: anchor.identifier) ?? 0
         snapshot.insertSections([section], at: anchor.isBefore ? anchorIndex : anchorIndex + 1)
     }
 

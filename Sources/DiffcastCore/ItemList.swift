@@ -90,17 +90,16 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     public init() {}
 
+    /// The items in chunks of `initialFill`, each allocated at its own size (a reservation
+    /// per chunk that small lists never fill would leave a page behind each of them).
     public init(_ items: some Sequence<Item>) {
-        var pending: [Item] = []
-        pending.reserveCapacity(Self.initialFill)
-        for item in items {
-            pending.append(item)
-            if pending.count == Self.initialFill {
-                appendChunk(pending)
-                pending.removeAll(keepingCapacity: true)
-            }
+        let all = Array(items)
+        var start = 0
+        while start < all.count {
+            let end = Swift.min(all.count, start + Self.initialFill)
+            appendChunk(Array(all[start..<end]))
+            start = end
         }
-        if !pending.isEmpty { appendChunk(pending) }
     }
 
     private mutating func appendChunk(_ items: [Item]) {

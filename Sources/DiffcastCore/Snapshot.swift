@@ -113,19 +113,26 @@ public struct Section: Sendable {
 /// share storage, so keeping old versions costs only what later versions changed.
 public struct Snapshot: Sendable {
     public private(set) var sections: [Section]
-    /// Position of every section by identifier; rebuilt whenever the section order changes.
-    public private(set) var sectionPositions: [Identifier: Int]
+    /// Position of every section by identifier when there are more than `scannedSections`;
+    /// rebuilt whenever the section order changes. A few sections are found by a scan, so a
+    /// small collection holds no table at all.
+    private var sectionTable: [Identifier: Int]?
+    private static let scannedSections = 8
 
     public init() {
         sections = []
-        sectionPositions = [:]
+    }
+
+    /// The position of the section with this identifier, or nil when there is none.
+    public func position(ofSection id: Identifier) -> Int? {
+        if let sectionTable { return sectionTable[id] }
+        return sections.firstIndex { $0.id == id }
     }
 
     /// A snapshot of the given sections, which must have unique identifiers (use
     /// `Document.apply` for input that may not).
     public init(uncheckedSections sections: [Section]) {
         self.sections = sections
-        self.sectionPositions = [:]
         reindexSections()
     }
 
@@ -175,12 +182,16 @@ public struct Snapshot: Sendable {
     }
 
     private mutating func reindexSections() {
+        guard sections.count > Self.scannedSections else {
+            sectionTable = nil
+            return
+        }
         var positions: [Identifier: Int] = [:]
         positions.reserveCapacity(sections.count)
         for (index, section) in sections.enumerated() {
             positions[section.id] = index
         }
-        sectionPositions = positions
+        sectionTable = positions
     }
 }
 

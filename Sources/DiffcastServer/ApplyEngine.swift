@@ -20,6 +20,8 @@ public final class ApplyEngine {
     /// Each collection the current batch touched, as it was before (nil: it did not exist), so
     /// a batch that cannot be made durable is undone as if it never ran.
     private var undo: [String: CollectionState.Saved?] = [:]
+    /// Whether the last `process` dropped a collection.
+    private var droppedCollections = false
     private var statisticsBeforeBatch = ApplyStatistics()
     /// While set, writes (and anything else that would have to be logged) are answered
     /// `unavailable` with this reason; reads and subscriptions go on.
@@ -41,19 +43,19 @@ public final class ApplyEngine {
         self.makeEpoch = makeEpoch
     }
 
+    /// 60 random bits as 15 hex digits: short enough for Swift to keep the string inline, so
+    /// an epoch costs a collection no allocation.
     public static func randomEpoch() -> String {
         var generator = SystemRandomNumberGenerator()
-        let value = generator.next() as UInt64
+        let value = (generator.next() as UInt64) >> 4
         let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return String(repeating: "0", count: 15 - hex.count) + hex
     }
 
     /// Processes jobs in order; writes to a collection stay open until something else needs
     /// that collection or the jobs run out, then publish as one version.
     public func process(_ jobs: [Job]) -> [Outcome] {
-        // The last batch was made durable (or there was nothing to make durable): keep it.
-        for case let saved? in undo.values { saved.state.commit() }
-        undo = [:]
+        _ = commitLastBatch()
         statisticsBeforeBatch = statistics
         statistics.batches += 1
         for job in jobs {
@@ -74,6 +76,16 @@ public final class ApplyEngine {
         return outcomes
     }
 
+    /// Keeps what the last `process` did (it was made durable, or there is no state directory)
+    /// and forgets how to undo it. Returns whether it dropped collections, whose memory the
+    /// caller may now give back to the system.
+    public func commitLastBatch() -> Bool {
+        for case let saved? in undo.values { saved.state.commit() }
+        undo = [:]
+        defer { droppedCollections = false }
+        return droppedCollections
+    }
+
     /// Puts every collection the last `process` touched back as it was, and forgets its log
     /// records: for a batch whose records could not be made durable. Its outcomes must not be
     /// delivered.
@@ -87,6 +99,7 @@ public final class ApplyEngine {
             }
         }
         undo = [:]
+        droppedCollections = false
         openBatches = [:]
         logRecords = []
         statistics = statisticsBeforeBatch
@@ -132,6 +145,7 @@ public final class ApplyEngine {
             }
             touch(name)
             collections[name] = nil
+            droppedCollections = true
             logRecords.append(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
             outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))

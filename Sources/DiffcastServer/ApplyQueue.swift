@@ -1,3 +1,4 @@
+import CLibUV
 import Dispatch
 import Synchronization
 
@@ -114,11 +115,13 @@ public final class ApplyQueue: Sendable {
         var outcomes = pending + engine.process(jobs)
         guard let store = self.engine.store else {
             _ = engine.takeLogRecords()
+            commit()
             return deliver(outcomes)
         }
         do {
             let records = engine.takeLogRecords()
             try store.append(records)
+            commit()
             // Only records that really reached the disk show that it takes writes again.
             if !records.isEmpty, engine.readOnlyReason != nil { leaveReadOnly(outcomes: &outcomes) }
         } catch let error as StorageUnavailable {
@@ -166,6 +169,11 @@ public final class ApplyQueue: Sendable {
         }
         timer.resume()
         engine.probeTimer = timer
+    }
+
+    /// The batch is final: forget how to undo it, and after drops give the freed memory back.
+    private func commit() {
+        if engine.engine.commitLastBatch() { dc_release_free_memory() }
     }
 
     private func leaveReadOnly(outcomes: inout [Outcome]) {

@@ -27,7 +27,7 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
     let sections = document.snapshot.sections.map(\.id)
     let items = document.snapshot.sections.flatMap { $0.items.map(\.id) }
     let freeItems = itemPool.filter { !document.containsItem($0) }
-    let freeSections = sectionPool.filter { document.snapshot.sectionPositions[$0] == nil }
+    let freeSections = sectionPool.filter { document.snapshot.position(ofSection: $0) == nil }
     func pick(_ pool: [Identifier], _ fallback: Identifier) -> Identifier {
         pool.randomElement(using: &rng) ?? fallback
     }
