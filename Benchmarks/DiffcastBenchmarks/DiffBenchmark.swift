@@ -9,7 +9,8 @@ struct DiffcastBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "DiffcastBenchmarks", abstract: "Benchmark tables of Diffcast, each with a baseline.",
         subcommands: [
-            DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self, MemoryBenchmark.self,
+            DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self,
+            MemoryBenchmark.self,
         ],
         defaultSubcommand: DiffBenchmark.self)
 }
@@ -30,6 +31,7 @@ struct DiffBenchmark: ParsableCommand {
 
     func run() {
         printMemoryPerItem(count: writesCollectionSize)
+        printGrowingCollectionTable()
         printFullDiffTable()
         printSmallWritesTable()
     }
@@ -51,55 +53,105 @@ struct DiffBenchmark: ParsableCommand {
         emit("| \(String(format: "%.0f", Double(after - before) / Double(count))) | \(document.itemCount) |\n")
     }
 
-
     // MARK: - Full diff
 
     private func printFullDiffTable() {
-        emit("## Full diff (`apply` of a whole new snapshot)\n")
+        emit("## Full `apply` of a whole new snapshot: build + diff, against the reserved-dictionary floor\n")
         emit("Workload: 10% of ids deleted, 10% new ids inserted at random positions, 5% moved to random")
-        emit("positions (some across sections), 5% with changed data. Hash floor: insert every old id into")
-        emit("a Dictionary, look up every new id. Median of \(runs) runs.\n")
+        emit("positions (some across sections), 5% with changed data. Build: the new snapshot and its id")
+        emit("directory from the parsed request (`Document.apply`); diff: `Document.changeset(since:)`.")
+        emit("Floor: a `Dictionary<String, Int>` with `reserveCapacity`, every old id inserted, every new")
+        emit("id looked up, over plain arrays. Ratio: (build + diff) / floor. Median of \(runs) runs.\n")
         emit(
-            "| items | sections | our diff (ms) | hash floor (ms) | ratio | moves listed | moves made | Swift difference+inferringMoves (ms) |"
+            "| items | sections | build (ms) | diff (ms) | floor (ms) | ratio | moves listed | moves made | Swift difference+inferringMoves (ms) |"
         )
-        emit("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        emit("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in sizes {
             for sections in [1, 100] {
                 var rng = SplitMix64(seed: UInt64(size &* 31 &+ sections))
                 let workload = Workload(items: size, sections: sections, using: &rng)
+                var builds: [Double] = []
+                var diffs: [Double] = []
                 var changeset = Changeset()
-                let ours = median {
-                    changeset = Differ.changeset(from: workload.old, to: workload.new)
+                for _ in 0..<runs {
+                    var document = workload.oldDocument
+                    let start = ContinuousClock.now
+                    try? document.apply(.apply(sections: workload.newInputs))
+                    let built = ContinuousClock.now
+                    changeset = document.changeset(since: workload.oldDocument.snapshot)
+                    diffs.append(milliseconds(ContinuousClock.now - built))
+                    builds.append(milliseconds(built - start))
                 }
-                let floor = median { _ = hashFloor(workload) }
+                let oldIDs = workload.oldDocument.snapshot.sections.flatMap { $0.items.map(\.id.text) }
+                let newIDs = workload.newInputs.flatMap { $0.items.map(\.id.text) }
+                let floor = median { _ = Self.floor(old: oldIDs, new: newIDs) }
                 var swift = "skipped (O(ND))"
                 if sections == 1 && size <= 10_000 {
-                    let oldIDs = workload.old.sections[0].items.map(\.id)
-                    let newIDs = workload.new.sections[0].items.map(\.id)
                     swift = String(format: "%.1f", median { _ = newIDs.difference(from: oldIDs).inferringMoves() })
                 }
+                let build = builds.median
+                let diff = diffs.median
                 emit(
-                    "| \(size) | \(sections) | \(format(ours)) | \(format(floor)) | \(String(format: "%.2f×", ours / floor)) | \(changeset.items.moved.count) | \(workload.movesMade) | \(swift) |"
+                    "| \(size) | \(sections) | \(format(build)) | \(format(diff)) | \(format(floor)) | \(String(format: "%.2f×", (build + diff) / floor)) | \(changeset.items.moved.count) | \(workload.movesMade) | \(swift) |"
                 )
             }
         }
         emit()
     }
 
-    private func hashFloor(_ workload: Workload) -> Int {
-        var positions: [Identifier: Int] = [:]
-        var index = 0
-        for section in workload.old.sections {
-            for item in section.items {
-                positions[item.id] = index
-                index += 1
-            }
-        }
+    /// The honest floor of any id-matching diff: one reserved table of the old ids, one lookup
+    /// per new id.
+    private static func floor(old: [String], new: [String]) -> Int {
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(old.count)
+        for (index, id) in old.enumerated() { positions[id] = index }
         var found = 0
-        for section in workload.new.sections {
-            for item in section.items where positions[item.id] != nil { found += 1 }
-        }
+        for id in new where positions[id] != nil { found += 1 }
         return found
+    }
+
+    // MARK: - Growing collection
+
+    /// The per-version cost of a feed: one appended item → changeset → digest → event bytes,
+    /// at several sizes held; it must not grow with the collection.
+    private func printGrowingCollectionTable() {
+        emit("## One append to a growing collection: the whole per-version cost\n")
+        emit("One ~100-byte item appended, then `changeset(since:)`, the digest and the encoded event;")
+        emit("median of 1,000 versions at each size.\n")
+        emit("| items held | append+diff (ms) | digest (ms) | encode (ms) | per version (ms) |")
+        emit("|---:|---:|---:|---:|---:|")
+        let text = JSONText(canonical: "{\"text\":\"" + String(repeating: "x", count: 80) + "\"}")
+        for size in [10_000, 100_000, 1_000_000] {
+            var document = Document()
+            try? document.apply(
+                .apply(sections: [SectionInput(id: "s", items: (0..<size).map { Item(id: "f\($0)", data: text) })]))
+            _ = document.takeMarks()
+            var applied: [Double] = []
+            var digested: [Double] = []
+            var encoded: [Double] = []
+            var totals: [Double] = []
+            for index in 0..<1000 {
+                let base = document.snapshot
+                let start = ContinuousClock.now
+                try? document.apply(.appendItems([Item(id: "n\(index)", data: text)], section: nil))
+                let changeset = document.changeset(since: base)
+                let diffed = ContinuousClock.now
+                let digest = Digest(of: document.snapshot)
+                let digestDone = ContinuousClock.now
+                _ = WireEncoder.changesetEvent(
+                    collection: "feed", epoch: "e", from: UInt64(index), to: UInt64(index + 1), changeset: changeset,
+                    digest: digest)
+                let end = ContinuousClock.now
+                applied.append(milliseconds(diffed - start))
+                digested.append(milliseconds(digestDone - diffed))
+                encoded.append(milliseconds(end - digestDone))
+                totals.append(milliseconds(end - start))
+            }
+            emit(
+                "| \(size) | \(format(applied.median)) | \(format(digested.median)) | \(format(encoded.median)) | \(format(totals.median)) |"
+            )
+        }
+        emit()
     }
 
     // MARK: - Small writes
@@ -207,10 +259,11 @@ struct DiffBenchmark: ParsableCommand {
     }
 }
 
-/// An old and a new snapshot under the issue's workload, and how many moves it made.
+/// An old document and the parsed sections of a new `apply` under the issue's workload, and
+/// how many moves it made.
 struct Workload {
-    let old: Snapshot
-    let new: Snapshot
+    let oldDocument: Document
+    let newInputs: [SectionInput]
     let movesMade: Int
 
     init(items count: Int, sections sectionCount: Int, using rng: inout SplitMix64) {
@@ -218,8 +271,10 @@ struct Workload {
         var layout: [[Item]] = (0..<sectionCount).map { section in
             (0..<perSection).map { Item(id: "item-\(section * perSection + $0)", data: JSONText(canonical: "1")) }
         }
-        let old = Snapshot(
-            uncheckedSections: layout.enumerated().map { Section(id: "s\($0.offset)", items: $0.element) })
+        var old = Document()
+        try? old.apply(
+            .apply(sections: layout.enumerated().map { SectionInput(id: "s\($0.offset)", items: $0.element) }))
+        _ = old.takeMarks()
         // 10% deleted.
         for section in layout.indices {
             layout[section].removeAll { _ in Int.random(in: 0..<10, using: &rng) == 0 }
@@ -245,11 +300,8 @@ struct Workload {
             layout[section].insert(
                 Item(id: "new-\(number)"), at: Int.random(in: 0...layout[section].count, using: &rng))
         }
-        var document = Document()
-        try? document.apply(
-            .apply(sections: layout.enumerated().map { SectionInput(id: "s\($0.offset)", items: $0.element) }))
-        self.old = old
-        self.new = document.snapshot
+        self.oldDocument = old
+        self.newInputs = layout.enumerated().map { SectionInput(id: "s\($0.offset)", items: $0.element) }
         self.movesMade = moves
     }
 }

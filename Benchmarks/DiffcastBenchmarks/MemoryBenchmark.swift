@@ -26,7 +26,9 @@ struct MemoryBenchmark: ParsableCommand {
         let empty = server.residentBytes
         try roundTrip(
             client,
-            (0..<collections).map { "{\"op\":\"apply\",\"collection\":\"c\($0)\",\"sections\":[{\"id\":\"s\",\"items\":[\"i\"]}]}" })
+            (0..<collections).map {
+                "{\"op\":\"apply\",\"collection\":\"c\($0)\",\"sections\":[{\"id\":\"s\",\"items\":[\"i\"]}]}"
+            })
         usleep(100_000)
         let full = server.residentBytes
         try roundTrip(client, (0..<collections).map { "{\"op\":\"drop\",\"collection\":\"c\($0)\"}" })

@@ -101,12 +101,13 @@ public enum Differ {
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
-        // Flat copies of the restructured sections: walking them beats locating every position.
-        var oldItemsBySection: [Int: [Item]] = [:]
+        // Flat copies of the restructured sections, by section index: walking them beats
+        // locating every position.
+        var oldItemsBySection = [[Item]](repeating: [], count: old.sections.count)
         for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
             oldItemsBySection[sectionIndex] = section.items.flattened
         }
-        var newItemsBySection: [Int: [Item]] = [:]
+        var newItemsBySection = [[Item]](repeating: [], count: new.sections.count)
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             newItemsBySection[sectionIndex] = section.items.flattened
         }
@@ -114,37 +115,44 @@ public enum Differ {
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id) else { continue }
             middles[section.id] = commonEnds(
-                old: oldItemsBySection[oldSectionIndex] ?? [], new: newItemsBySection[sectionIndex] ?? [],
+                old: oldItemsBySection[oldSectionIndex], new: newItemsBySection[sectionIndex],
                 newSectionIndex: sectionIndex, into: &changes)
         }
-        var oldLocations: [Identifier: ItemPath] = [:]
+        // The old items between the common ends, in one table sized once: identifier → their
+        // rank in `oldPaths`; `claimed` marks the ones a new item took.
+        var oldPaths: [ItemPath] = []
         for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
-            let items = oldItemsBySection[sectionIndex] ?? []
             let ends = middles[section.id] ?? (0, 0)
-            let middle = ends.prefix..<(items.count - ends.suffix)
-            oldLocations.reserveCapacity(oldLocations.count + middle.count)
-            for itemIndex in middle {
-                oldLocations[items[itemIndex].id] = ItemPath(sectionIndex, itemIndex)
+            for itemIndex in ends.prefix..<(oldItemsBySection[sectionIndex].count - ends.suffix) {
+                oldPaths.append(ItemPath(sectionIndex, itemIndex))
             }
         }
+        var oldRanks: [Identifier: Int] = [:]
+        oldRanks.reserveCapacity(oldPaths.count)
+        for (rank, path) in oldPaths.enumerated() {
+            oldRanks[oldItemsBySection[path.section][path.item].id] = rank
+        }
+        var claimed = [Bool](repeating: false, count: oldPaths.count)
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             let oldSectionIndex = old.position(ofSection: section.id)
             let ends = middles[section.id] ?? (0, 0)
-            let items = newItemsBySection[sectionIndex] ?? []
+            let items = newItemsBySection[sectionIndex]
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
             for itemIndex in ends.prefix..<(items.count - ends.suffix) {
                 let item = items[itemIndex]
                 let newPath = ItemPath(sectionIndex, itemIndex)
-                guard let oldPath = oldLocations.removeValue(forKey: item.id) else {
+                guard let rank = oldRanks[item.id], !claimed[rank] else {
                     changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))
                     continue
                 }
+                claimed[rank] = true
+                let oldPath = oldPaths[rank]
                 if oldPath.section == oldSectionIndex {
                     stayCandidates.append((itemIndex, oldPath.item))
                 } else {
                     changes.moved.append(.init(from: oldPath, to: newPath, id: item.id))
                 }
-                if oldItemsBySection[oldPath.section]?[oldPath.item].data != item.data {
+                if oldItemsBySection[oldPath.section][oldPath.item].data != item.data {
                     changes.updated.append(.init(at: newPath, id: item.id, data: item.data))
                 }
             }
@@ -159,9 +167,10 @@ public enum Differ {
                         id: items[candidate.newIndex].id))
             }
         }
-        // What is left was removed; items of deleted sections go with their section unlisted.
-        for (id, oldPath) in oldLocations where new.position(ofSection: old.sections[oldPath.section].id) != nil {
-            changes.deleted.append(.init(at: oldPath, id: id))
+        // What nobody claimed was removed; items of deleted sections go with their section unlisted.
+        let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
+        for (rank, path) in oldPaths.enumerated() where !claimed[rank] && surviving[path.section] {
+            changes.deleted.append(.init(at: path, id: oldItemsBySection[path.section][path.item].id))
         }
     }
 

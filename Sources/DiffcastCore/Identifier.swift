@@ -49,6 +49,16 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
         hasher.combine(bytesHash)
     }
 
+    /// What `Dictionary` and `Set` ask for: the cached hash (already keyed by the process's
+    /// random seed, so flooding resistance stays) mixed with the table's own seed by one
+    /// multiply and shift, instead of a SipHash round per lookup — which was 60% of a full
+    /// diff. The mix keeps tables of different seeds from sharing a bucket order.
+    public func _rawHashValue(seed: Int) -> Int {
+        var mixed = UInt64(truncatingIfNeeded: bytesHash ^ seed) &* 0x9E37_79B9_7F4A_7C15
+        mixed ^= mixed >> 29
+        return Int(truncatingIfNeeded: mixed)
+    }
+
     /// Byte order of the UTF-8 text (which is also code point order).
     public static func < (lhs: Identifier, rhs: Identifier) -> Bool {
         UTF8Bytes.less(lhs.text, rhs.text)
