@@ -75,23 +75,20 @@ struct FeedBenchmark: ParsableCommand {
             _ = socket.readLine()
             sockets.append(socket)
         }
-        // Each changeset lists its items as `{"at":[…]`; whole lines only, so a pattern is never
-        // split across reads.
+        // Each changeset lists its items as `{"at":[…]`: count the pattern in the stream with
+        // memmem, minding a pattern split across two reads (as cheap as the reader can be).
         let marker = Array("{\"at\":[".utf8)
-        var partial = Array(repeating: [UInt8](), count: sockets.count)
+        var tails = Array(repeating: [UInt8](), count: sockets.count)
         let result = try measure(server: server, path: path, sockets: sockets) { index in
             Array(
                 "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
                     .utf8)
         } count: { subscriber, bytes in
-            guard let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
-                partial[subscriber] += bytes
-                return 0
-            }
-            var lines = partial[subscriber]
-            lines += bytes[..<lastNewline]
-            partial[subscriber] = Array(bytes[(lastNewline + 1)...])
-            return occurrences(of: marker, in: lines)
+            let seam = tails[subscriber] + bytes.prefix(marker.count - 1)
+            var found = Self.occurrences(of: marker, in: seam[...])
+            found += Self.occurrences(of: marker, in: bytes)
+            tails[subscriber] = Array(bytes.suffix(marker.count - 1))
+            return found
         }
         return result
     }
@@ -196,20 +193,28 @@ struct FeedBenchmark: ParsableCommand {
             held: writes)
     }
 
-    private func occurrences(of pattern: [UInt8], in bytes: [UInt8]) -> Int {
-        guard bytes.count >= pattern.count else { return 0 }
-        var found = 0
-        var index = 0
-        let first = pattern[0]
-        let last = bytes.count - pattern.count
-        while index <= last {
-            if bytes[index] == first && bytes[index..<(index + pattern.count)].elementsEqual(pattern) {
-                found += 1
-                index += pattern.count
-            } else {
-                index += 1
+    /// Occurrences of `pattern` (memchr for its first byte, then a compare).
+    private static func occurrences(of pattern: [UInt8], in bytes: ArraySlice<UInt8>) -> Int {
+        bytes.withUnsafeBytes { haystack in
+            pattern.withUnsafeBytes { needle in
+                guard let base = haystack.baseAddress, let pattern = needle.baseAddress, let first = needle.first else {
+                    return 0
+                }
+                var found = 0
+                var offset = 0
+                while haystack.count - offset >= needle.count,
+                    let hit = memchr(base + offset, Int32(first), haystack.count - offset - needle.count + 1)
+                {
+                    let position = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(hit, pattern, needle.count) == 0 {
+                        found += 1
+                        offset = position + needle.count
+                    } else {
+                        offset = position + 1
+                    }
+                }
+                return found
             }
         }
-        return found
     }
 }
