@@ -335,16 +335,17 @@ private final class Channel: Sendable {
     }
 
     private func finish(_ failure: ClientError?) {
-        let waiters = state.withLock { state in
-            if state.ended == nil { state.ended = failure ?? .disconnected("the connection ended") }
+        let (reason, unanswered) = state.withLock { state in
+            let reason = state.ended ?? failure ?? .disconnected("the connection ended")
+            state.ended = reason
             state.threadDone = true
             defer { state.waiters = [] }
-            return (state.ended ?? .disconnected("the connection ended"), Array(state.waiters[state.firstWaiter...]))
+            return (reason, Array(state.waiters[state.firstWaiter...]))
         }
         Glibc.close(socket)
         Glibc.close(wakeup)
         Glibc.close(wakeupSender)
         events.finish()
-        for waiter in waiters.1 { waiter.continuation.resume(returning: .failure(waiters.0)) }
+        for waiter in unanswered { waiter.continuation.resume(returning: .failure(reason)) }
     }
 }
