@@ -77,8 +77,7 @@ import Testing
     }
 
     @Test func aTCPClientDoesAnythingOnlyAfterPresentingTheToken() throws {
-        let port = Int.random(in: 20_000..<60_000)
-        let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
+        let (daemon, port) = try tokenProtectedDaemon()
         let client = try TCPClient(port: port)
         #expect(try client.request("ping").isOK)
         for line in [
@@ -96,8 +95,7 @@ import Testing
     }
 
     @Test func aTCPClientGuessingTokensIsCutOff() throws {
-        let port = Int.random(in: 20_000..<60_000)
-        let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
+        let (daemon, port) = try tokenProtectedDaemon()
         let client = try TCPClient(port: port)
         // 2,000 guesses in one write: three are answered, then the daemon closes the connection.
         let guesses = (0..<2000).map { #"{"op":"auth","token":"guess\#($0)"}"# + "\n" }.joined()
@@ -110,6 +108,24 @@ import Testing
         #expect(answers == 3)
         #expect(try TCPClient(port: port).request("ping").isOK, "the daemon goes on serving others")
         _ = daemon
+    }
+
+    /// A daemon with a TCP listener (token `s3cret`) that already accepts connections: the
+    /// Unix socket can be ready first, and a random port can be taken, so try a few.
+    private func tokenProtectedDaemon() throws -> (Daemon, Int) {
+        for _ in 0..<5 {
+            let port = Int.random(in: 20_000..<60_000)
+            let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
+            let listening =
+                (try? waitUntil("the TCP listener on \(port)", timeout: 5) {
+                    guard daemon.process.isRunning else { return true }
+                    guard let descriptor = try? connectTCP(port: port) else { return false }
+                    close(descriptor)
+                    return true
+                }) != nil
+            if listening && daemon.process.isRunning { return (daemon, port) }
+        }
+        throw HarnessError.failed("no daemon with a TCP listener after 5 ports")
     }
 
     @Test func listeningBeyondLoopbackWithoutATokenIsRefusedAtStart() throws {
