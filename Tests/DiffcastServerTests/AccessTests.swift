@@ -111,10 +111,11 @@ import Testing
     }
 
     /// A daemon with a TCP listener (token `s3cret`) that already accepts connections: the
-    /// Unix socket can be ready first, and a random port can be taken, so try a few.
+    /// Unix socket can be ready first, and a random port can be taken (ports are drawn below
+    /// Linux's ephemeral range, 32768 up, where outgoing connections take theirs), so try a few.
     private func tokenProtectedDaemon() throws -> (Daemon, Int) {
         for _ in 0..<5 {
-            let port = Int.random(in: 20_000..<60_000)
+            let port = Int.random(in: 20_000..<32_000)
             let daemon = try Daemon(arguments: ["--tcp", "127.0.0.1:\(port)", "--tcp-token", "s3cret"])
             let listening =
                 (try? waitUntil("the TCP listener on \(port)", timeout: 5) {
@@ -129,7 +130,7 @@ import Testing
     }
 
     @Test func listeningBeyondLoopbackWithoutATokenIsRefusedAtStart() throws {
-        let port = Int.random(in: 20_000..<60_000)
+        let port = Int.random(in: 20_000..<32_000)
         let daemon = try Daemon(arguments: ["--tcp", "0.0.0.0:\(port)"], waitForSocket: false)
         try waitUntil("the daemon exits") { !daemon.process.isRunning }
         #expect(daemon.process.terminationStatus != 0)

@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func metricsFollowWhatTheDaemonDid() throws {
-        let port = Int.random(in: 20_000..<60_000)
+        let port = Int.random(in: 20_000..<32_000)
         let daemon = try Daemon(arguments: ["--metrics", "127.0.0.1:\(port)"])
         let subscriber = try Client(path: daemon.socketPath)
         _ = try subscriber.request("subscribe m")
