@@ -245,7 +245,7 @@ private final class Channel: Sendable {
         var pendingStart = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var failure: ClientError?
-        loop: while failure == nil {
+        while failure == nil {
             let (outbox, ended) = state.withLock { state in
                 defer { state.outbox = [] }
                 return (state.outbox, state.ended)
@@ -298,7 +298,6 @@ private final class Channel: Sendable {
                     }
                 }
             }
-            if failure != nil { break loop }
         }
         finish(failure)
     }
@@ -330,7 +329,7 @@ private final class Channel: Sendable {
             }
             return waiter
         }
-        completed?.continuation.resume(returning: .success(completed?.received ?? []))
+        if let completed { completed.continuation.resume(returning: .success(completed.received)) }
         return nil
     }
 

@@ -85,6 +85,97 @@ public struct Follower: Sendable {
         return stream
     }
 
+    private func follow(_ sink: AsyncThrowingStream<Update, any Error>.Continuation) async throws {
+        var session = Session(positions: resume)
+        var backoff = Duration.milliseconds(50)
+        while !Task.isCancelled {
+            let reason = try await followOnce(&session, sink) { backoff = .milliseconds(50) }
+            if Task.isCancelled { break }
+            sink.yield(Update(collection: nil, change: .disconnected(reason), mirror: .init()))
+            try await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, maximumBackoff)
+        }
+    }
+
+    /// What a follower carries from one connection to the next.
+    private struct Session {
+        var mirrors: [String: CollectionMirror] = [:]
+        var positions: [String: Position]
+    }
+
+    /// One connection: subscribes (from the positions held), applies events until the
+    /// connection ends, and returns why it ended. Throws when the daemon refuses a subscription.
+    private func followOnce(
+        _ session: inout Session, _ sink: AsyncThrowingStream<Update, any Error>.Continuation,
+        subscribed: () -> Void
+    ) async throws -> String {
+        let connection: Connection
+        switch await connectOnce() {
+        case .success(let connected): connection = connected
+        case .failure(let error):
+            guard case .cannotConnect = error else { throw error }
+            return error.description
+        }
+        defer { connection.close() }
+        let requests: [JSONValue] = collections.map { name in
+            guard let position = session.positions[name] else {
+                return ["op": "subscribe", "collection": .string(name)]
+            }
+            return [
+                "op": "subscribe", "collection": .string(name), "since": .number(String(position.version)),
+                "epoch": .string(position.epoch),
+            ]
+        }
+        let responses: [JSONValue]
+        switch await pipelineOnce(connection, requests) {
+        case .success(let answered): responses = answered
+        case .failure(let error):
+            if case .response = error { throw error }
+            return error.description
+        }
+        for (name, response) in zip(collections, responses) {
+            if case .number(let text) = response["version"], let version = UInt64(text) {
+                sink.yield(
+                    Update(
+                        collection: name, change: .subscribed(version: version),
+                        mirror: session.mirrors[name] ?? .init()))
+            }
+        }
+        subscribed()
+        var resynchronizing: Set<String> = []
+        for await event in connection.events {
+            guard case .string(let name) = event["collection"], collections.contains(name) else { continue }
+            if resynchronizing.contains(name) && event["event"] != .string("snapshot") { continue }
+            resynchronizing.remove(name)
+            var mirror = session.mirrors[name] ?? CollectionMirror()
+            do {
+                let change: Update.Change
+                switch try mirror.feed(event) {
+                case .snapshot: change = .snapshot(raw: event)
+                case .changeset(let changeset): change = .changed(changeset, raw: event)
+                case .dropped: change = .dropped
+                }
+                session.mirrors[name] = mirror
+                session.positions[name] = mirror.version.flatMap { version in
+                    mirror.epoch.map { Position(version: version, epoch: $0) }
+                }
+                sink.yield(Update(collection: name, change: change, mirror: mirror))
+            } catch {
+                sink.yield(Update(collection: name, change: .diverged(error.description), mirror: mirror))
+                session.positions[name] = nil
+                resynchronizing.insert(name)
+                // A refusal ends the follower; a lost connection ends `events`, then we reconnect.
+                if case .failure(let error) = await pipelineOnce(
+                    connection, [["op": "subscribe", "collection": .string(name)]]),
+                    case .response = error
+                {
+                    throw error
+                }
+            }
+        }
+        return "the connection ended"
+    }
+
     private func connectOnce() async -> Result<Connection, ClientError> {
         do {
             return .success(try await Connection.connect(to: endpoint, token: token))
@@ -93,78 +184,16 @@ public struct Follower: Sendable {
         }
     }
 
-    private func follow(_ sink: AsyncThrowingStream<Update, any Error>.Continuation) async throws {
-        var mirrors: [String: CollectionMirror] = [:]
-        var positions = resume
-        var backoff = Duration.milliseconds(50)
-        while !Task.isCancelled {
-            let connection: Connection
-            switch await connectOnce() {
-            case .success(let connected):
-                connection = connected
-            case .failure(let error):
-                guard case .cannotConnect = error else { throw error }
-                sink.yield(Update(collection: nil, change: .disconnected(error.description), mirror: .init()))
-                try await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, maximumBackoff)
-                continue
-            }
-            defer { connection.close() }
-            let requests: [JSONValue] = collections.map { name in
-                guard let position = positions[name] else { return ["op": "subscribe", "collection": .string(name)] }
-                return [
-                    "op": "subscribe", "collection": .string(name), "since": .number(String(position.version)),
-                    "epoch": .string(position.epoch),
-                ]
-            }
-            let responses: [JSONValue]
-            do {
-                responses = try await connection.pipeline(requests)
-            } catch {
-                sink.yield(Update(collection: nil, change: .disconnected(error.description), mirror: .init()))
-                continue
-            }
-            for (name, response) in zip(collections, responses) {
-                try Connection.check(response)
-                if case .number(let text) = response["version"], let version = UInt64(text) {
-                    sink.yield(
-                        Update(
-                            collection: name, change: .subscribed(version: version), mirror: mirrors[name] ?? .init()))
-                }
-            }
-            backoff = .milliseconds(50)
-            var resynchronizing: Set<String> = []
-            for await event in connection.events {
-                guard case .string(let name) = event["collection"], collections.contains(name) else { continue }
-                let isSnapshot = event["event"] == .string("snapshot")
-                if resynchronizing.contains(name) && !isSnapshot { continue }
-                resynchronizing.remove(name)
-                var mirror = mirrors[name] ?? CollectionMirror()
-                do {
-                    let applied = try mirror.feed(event)
-                    let change: Update.Change
-                    switch applied {
-                    case .snapshot: change = .snapshot(raw: event)
-                    case .changeset(let changeset): change = .changed(changeset, raw: event)
-                    case .dropped: change = .dropped
-                    }
-                    mirrors[name] = mirror
-                    if let version = mirror.version, let epoch = mirror.epoch {
-                        positions[name] = Position(version: version, epoch: epoch)
-                    } else {
-                        positions[name] = nil
-                    }
-                    sink.yield(Update(collection: name, change: change, mirror: mirror))
-                } catch {
-                    sink.yield(Update(collection: name, change: .diverged(error.description), mirror: mirror))
-                    positions[name] = nil
-                    resynchronizing.insert(name)
-                    _ = try? await connection.call(["op": "subscribe", "collection": .string(name)])
-                }
-            }
-            if Task.isCancelled { break }
-            sink.yield(Update(collection: nil, change: .disconnected("the connection ended"), mirror: .init()))
-            try await Task.sleep(for: backoff)
+    /// The requests' responses, an error response counted as a failure.
+    private func pipelineOnce(_ connection: Connection, _ requests: [JSONValue]) async -> Result<
+        [JSONValue], ClientError
+    > {
+        do {
+            let responses = try await connection.pipeline(requests)
+            for response in responses { try Connection.check(response) }
+            return .success(responses)
+        } catch {
+            return .failure(error)
         }
     }
 }

@@ -37,12 +37,12 @@ public struct Document: Sendable {
         return (sectionIndex, itemIndex)
     }
 
-    /// Hands over what the writes since the last call asked to be listed, and starts afresh.
     /// Folds the digests of the chunks the writes changed (see `Snapshot.refreshDigests()`).
     public mutating func refreshDigests() {
         snapshot.refreshDigests()
     }
 
+    /// Hands over what the writes since the last call asked to be listed, and starts afresh.
     public mutating func takeMarks() -> ChangeMarks {
         defer { marks = ChangeMarks() }
         return marks

@@ -55,6 +55,7 @@ public final class ApplyEngine {
     /// Processes jobs in order; writes to a collection stay open until something else needs
     /// that collection or the jobs run out, then publish as one version.
     public func process(_ jobs: [Job]) -> [Outcome] {
+        // A new batch makes the last one final, for callers that did not commit it themselves.
         _ = commitLastBatch()
         statisticsBeforeBatch = statistics
         statistics.batches += 1

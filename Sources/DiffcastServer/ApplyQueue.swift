@@ -132,6 +132,7 @@ public final class ApplyQueue: Sendable {
             engine.readOnlyReason = "the state directory cannot take writes (\(error)); retrying"
             outcomes = pending + engine.process(jobs)
             _ = engine.takeLogRecords()
+            commit()
             if wasWritable { enterReadOnly(outcomes: &outcomes) }
         } catch {
             // The log could not even be cut back to its last good record: stop.

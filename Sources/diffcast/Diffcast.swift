@@ -87,11 +87,14 @@ struct ConnectionOptions: ParsableArguments {
             path: FileManager.default.fileExists(atPath: systemSocket) ? systemSocket : Endpoint.defaultSocketPath)
     }
 
+    /// `--token`, else `$DIFFCAST_TOKEN`.
+    var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["DIFFCAST_TOKEN"] }
+
     /// Connects, runs `body`, and turns client errors into the command's exit status.
     func session<Result>(_ body: (Connection) async throws -> Result) async throws -> Result {
         do {
             let connection = try await Connection.connect(
-                to: try endpoint(), token: token ?? ProcessInfo.processInfo.environment["DIFFCAST_TOKEN"])
+                to: try endpoint(), token: resolvedToken)
             defer { connection.close() }
             return try await body(connection)
         } catch let error as ClientError {

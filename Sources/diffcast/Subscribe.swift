@@ -32,7 +32,7 @@ struct Subscribe: AsyncParsableCommand {
             for name in collections { resume[name] = .init(version: since, epoch: epoch) }
         }
         let follower = Follower(
-            endpoint: endpoint, token: options.token ?? ProcessInfo.processInfo.environment["DIFFCAST_TOKEN"],
+            endpoint: endpoint, token: options.resolvedToken,
             collections: collections, resume: resume)
         var mirrors: [String: CollectionMirror] = [:]
         var events = 0

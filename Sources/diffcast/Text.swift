@@ -1,4 +1,5 @@
 import DiffcastClient
+import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -8,9 +9,12 @@ import DiffcastClient
 struct Style {
     let enabled: Bool
 
-    static let forStandardOutput = Style(
-        enabled: isatty(STDOUT_FILENO) == 1 && getenv("NO_COLOR") == nil
-            && String(cString: getenv("TERM") ?? strdup("dumb")) != "dumb")
+    static let forStandardOutput: Style = {
+        let environment = ProcessInfo.processInfo.environment
+        return Style(
+            enabled: isatty(STDOUT_FILENO) == 1 && environment["NO_COLOR"] == nil
+                && (environment["TERM"] ?? "dumb") != "dumb")
+    }()
 
     private func paint(_ code: String, _ text: String) -> String {
         enabled ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
@@ -46,8 +50,6 @@ enum Text {
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
-
-    static func path(_ path: ItemPath) -> String { "[\(path.section),\(path.item)]" }
 
     static func data(_ data: JSONText?) -> String { data.map { " " + $0.text } ?? "" }
 
@@ -86,14 +88,14 @@ enum Text {
         }
         for entry in sections.reloaded { lines.append(style.yellow("⟳ section \(entry.id) [\(entry.index)]")) }
         let items = changeset.items
-        for entry in items.deleted { lines.append(style.red("- \(path(entry.at)) \(entry.id)")) }
-        for entry in items.inserted { lines.append(style.green("+ \(path(entry.at)) \(entry.id)\(data(entry.data))")) }
-        for entry in items.moved { lines.append(style.cyan("↕ \(entry.id) \(path(entry.from))→\(path(entry.to))")) }
+        for entry in items.deleted { lines.append(style.red("- \(entry.at) \(entry.id)")) }
+        for entry in items.inserted { lines.append(style.green("+ \(entry.at) \(entry.id)\(data(entry.data))")) }
+        for entry in items.moved { lines.append(style.cyan("↕ \(entry.id) \(entry.from)→\(entry.to)")) }
         for entry in items.updated {
             let change = dataChange(from: previous(entry.id), to: entry.data)
-            lines.append(style.yellow("~ \(path(entry.at)) \(entry.id) \(change)"))
+            lines.append(style.yellow("~ \(entry.at) \(entry.id) \(change)"))
         }
-        for entry in items.reloaded { lines.append(style.yellow("⟳ \(path(entry.at)) \(entry.id)")) }
+        for entry in items.reloaded { lines.append(style.yellow("⟳ \(entry.at) \(entry.id)")) }
         return lines
     }
 

@@ -196,13 +196,13 @@ def _section_from_wire(raw):
 def _apply(old_sections, event):
     """The protocol's five steps, on copies of the touched sections only."""
     sections = list(old_sections)
-    copied = set()
+    fresh = set()  # the sections this changeset created or copied (by identity): safe to edit
 
     def editable(index):
-        if index not in copied:
+        if id(sections[index]) not in fresh:
             old = sections[index]
             sections[index] = Section(old.id, old.data_text, list(old.items))
-            copied.add(index)
+            fresh.add(id(sections[index]))
         sections[index].touch()
         return sections[index]
 
@@ -235,9 +235,9 @@ def _apply(old_sections, event):
         del sections[index]
         if keep:
             moved_sections[ident] = section
-    copied.clear()
     # 3. Sections in at new indices, ascending.
     ins = [(int(e["index"]), Section(identifier(e["id"]), data_text(e.get("data")))) for e in section_changes.get("inserted", [])]
+    fresh.update(id(section) for _, section in ins)
     ins += [(int(e["to"]), moved_sections.pop(identifier(e["id"]))) for e in section_changes.get("moved", [])]
     for index, section in sorted(ins, key=lambda pair: pair[0]):
         if index > len(sections):

@@ -7,8 +7,10 @@
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from .client import Client, connect_with_retry
@@ -72,14 +74,9 @@ class Proxy:
     what a client sees when a byte flips on the way."""
 
     def __init__(self, target_path, directory=None):
-        import socket as sockets
-        import threading
-
-        self._sockets = sockets
-        self._threading = threading
         self.target_path = target_path
         self.socket_path = os.path.join(directory or tempfile.mkdtemp(prefix="diffcast-proxy-"), "proxy.sock")
-        self._listener = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.socket_path)
         self._listener.listen(16)
         self._damage = None
@@ -97,10 +94,10 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = self._sockets.socket(self._sockets.AF_UNIX, self._sockets.SOCK_STREAM)
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             upstream.connect(self.target_path)
-            self._threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            self._threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
     def _pump(self, source, destination, to_client):
         pending = b""
@@ -126,7 +123,7 @@ class Proxy:
         finally:
             for end in (source, destination):
                 try:
-                    end.shutdown(self._sockets.SHUT_RDWR)
+                    end.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
