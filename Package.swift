@@ -25,6 +25,11 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
         // The commit a binary was built from (a C define that `make` sets; "unknown" otherwise).
         .target(name: "CBuildInfo"),
         .target(name: "DiffcastCore"),
@@ -40,6 +45,14 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // Daemons sharing collections through NATS JetStream (--backbone): the shared log, leases,
+        // forwarding to owners.
+        .target(
+            name: "DiffcastBackbone",
+            dependencies: [
+                "DiffcastServer", "DiffcastWire", "CNATS", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "DiffcastConfiguration",
             dependencies: [
@@ -50,7 +63,7 @@ let package = Package(
         .executableTarget(
             name: "diffcastd",
             dependencies: [
-                "DiffcastServer", "DiffcastConfiguration", "CBuildInfo",
+                "DiffcastServer", "DiffcastConfiguration", "DiffcastBackbone", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -24,6 +24,10 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var maxItemsPerCollection = 10_000_000
     public var publishers: [String] = []
     public var subscribers: [String] = []
+    public var backbone: String?
+    public var backboneLeaseMs = 3000
+    public var backboneOwner = true
+    public var backboneReplicas = 3
 
     public init() {}
 
@@ -34,6 +38,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
         case maxConnections = "max_connections", maxCollections = "max_collections"
         case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics
+        case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
+        case backboneReplicas = "backbone_replicas"
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -62,6 +68,10 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
             try file.decodeIfPresent(Int.self, forKey: .maxItemsPerCollection) ?? defaults.maxItemsPerCollection
         publishers = try file.decodeIfPresent([String].self, forKey: .publishers) ?? defaults.publishers
         subscribers = try file.decodeIfPresent([String].self, forKey: .subscribers) ?? defaults.subscribers
+        backbone = try file.decodeIfPresent(String.self, forKey: .backbone)
+        backboneLeaseMs = try file.decodeIfPresent(Int.self, forKey: .backboneLeaseMs) ?? defaults.backboneLeaseMs
+        backboneOwner = try file.decodeIfPresent(Bool.self, forKey: .backboneOwner) ?? defaults.backboneOwner
+        backboneReplicas = try file.decodeIfPresent(Int.self, forKey: .backboneReplicas) ?? defaults.backboneReplicas
     }
 
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
@@ -92,6 +102,14 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     }
 }
 
+/// How to join other daemons through NATS (`backbone` and its keys).
+public struct BackboneOptions: Sendable, Equatable {
+    public var servers: [String]
+    public var leaseMilliseconds: Int
+    public var mayOwn: Bool
+    public var replicas: Int
+}
+
 /// A configuration that cannot be used, with the key and reason.
 public struct SettingsError: Error, CustomStringConvertible {
     public let description: String
@@ -107,6 +125,7 @@ public struct ValidatedSettings: Sendable {
     public var store: StateStore.Options
     public var stateDirectory: String?
     public var logLevel: Logger.Level
+    public var backbone: BackboneOptions?
 
     public init(_ settings: DaemonSettings) throws(SettingsError) {
         guard let level = Logger.Level(rawValue: settings.logLevel) else {
@@ -125,6 +144,7 @@ public struct ValidatedSettings: Sendable {
             ("checkpoint_log_bytes", settings.checkpointLogBytes, 4096),
             ("max_connections", settings.maxConnections, 1), ("max_collections", settings.maxCollections, 1),
             ("max_items_per_collection", settings.maxItemsPerCollection, 1),
+            ("backbone_lease_ms", settings.backboneLeaseMs, 100), ("backbone_replicas", settings.backboneReplicas, 1),
         ]
         for (key, value, minimum) in minimums where value < minimum {
             throw SettingsError("\(key): at least \(minimum), got \(value)")
@@ -139,6 +159,19 @@ public struct ValidatedSettings: Sendable {
             throw SettingsError(
                 "tcp: '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
                     + "and write; set tcp_token (--tcp-token) or listen on a loopback address (127.0.0.1, [::1])")
+        }
+        if let backbone = settings.backbone {
+            let servers = backbone.split(separator: ",").map { $0.trimmingPrefix(" ") }.map(String.init)
+            guard !servers.isEmpty, servers.allSatisfy({ $0.hasPrefix("nats://") || $0.hasPrefix("tls://") }) else {
+                throw SettingsError("backbone: expected nats://HOST:PORT URLs separated by commas, got '\(backbone)'")
+            }
+            if settings.stateDir != nil {
+                throw SettingsError(
+                    "backbone and state_dir: with a backbone the shared log (JetStream) keeps the state; drop state_dir")
+            }
+            self.backbone = BackboneOptions(
+                servers: servers, leaseMilliseconds: settings.backboneLeaseMs, mayOwn: settings.backboneOwner,
+                replicas: settings.backboneReplicas)
         }
         var server = ServerConfiguration(socketPath: settings.socket)
         server.tcpAddress = settings.tcp
@@ -187,6 +220,11 @@ public struct ValidatedSettings: Sendable {
         if old.checkpointLogBytes != new.checkpointLogBytes { keys.append("checkpoint_log_bytes") }
         if old.coalesceWindowMs != new.coalesceWindowMs { keys.append("coalesce_window_ms") }
         if old.historyVersions != new.historyVersions { keys.append("history_versions") }
+        if old.backbone != new.backbone || old.backboneLeaseMs != new.backboneLeaseMs
+            || old.backboneOwner != new.backboneOwner || old.backboneReplicas != new.backboneReplicas
+        {
+            keys.append("backbone")
+        }
         return keys
     }
 }

@@ -264,6 +264,63 @@ public final class ApplyEngine {
 
     public var collectionCount: Int { collections.values.count { $0.exists } }
 
+    /// Whether a collection exists (a subscription to one that does not creates it).
+    public func holds(_ name: String) -> Bool { existing(name) != nil }
+
+    /// A collection's epoch and version, when it exists.
+    public func position(of name: String) -> (epoch: String, version: UInt64)? {
+        existing(name).map { ($0.epoch, $0.version) }
+    }
+
+    // MARK: - Following a shared log
+
+    /// Applies records that another daemon appended to the shared log, as that daemon applied
+    /// them: the same versions, epochs, digests and events for this daemon's subscribers.
+    /// Records that do not fit (a batch for a version this daemon does not hold) are skipped
+    /// and logged; they cannot come from a log that is appended only after its expected last
+    /// message.
+    public func follow(_ records: [LogRecord]) -> [Outcome] {
+        _ = commitLastBatch()
+        for record in records {
+            switch record {
+            case .create(let name, let epoch):
+                if let state = collections[name], state.exists {
+                    guard state.epoch != epoch else { continue }
+                    outcomes.append(.dropped(collection: name))
+                }
+                let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+                state.exists = true
+                state.remember(state.document.snapshot, as: 0)
+                collections[name] = state
+            case .drop(let name):
+                guard collections.removeValue(forKey: name) != nil else { continue }
+                droppedCollections = true
+                outcomes.append(.dropped(collection: name))
+            case .batch(let name, let version, let writes):
+                guard let state = existing(name), version == state.version + 1 else {
+                    logger?.error(
+                        "shared log: a batch that does not fit",
+                        metadata: ["collection": "\(name)", "version": "\(version)"])
+                    continue
+                }
+                openBatches[name] = OpenBatch(base: state.document.snapshot)
+                let parser = RequestParser()
+                for line in writes {
+                    do {
+                        guard case .write(_, let operation) = try parser.parse(line: line).command else { continue }
+                        try state.document.apply(operation)
+                    } catch {
+                        logger?.error("shared log: a write that does not apply", metadata: ["collection": "\(name)"])
+                    }
+                }
+                publishOpenBatch(of: name)
+            }
+        }
+        logRecords = []
+        defer { outcomes = [] }
+        return outcomes
+    }
+
     /// The counters so far (for metrics).
     public var currentStatistics: ApplyStatistics { statistics }
 

@@ -1,5 +1,6 @@
 import CLibUV
 import Dispatch
+import Logging
 import Synchronization
 
 /// The one serial queue where every write is applied. Jobs that arrive while a batch is being
@@ -32,6 +33,8 @@ public final class ApplyQueue: Sendable {
         var probeTimer: (any DispatchSourceTimer)?
         /// The engine's counters as last added to the metrics.
         var reportedStatistics = ApplyStatistics()
+        /// With a backbone: the shared log's side of every batch.
+        var sharedLog: SharedLogApplier?
         init(_ engine: ApplyEngine, _ store: StateStore?) {
             self.engine = engine
             self.store = store
@@ -62,6 +65,28 @@ public final class ApplyQueue: Sendable {
         }
     }
 
+    /// Joins the daemons of a backbone: follows the shared log and applies it through its
+    /// current end before returning, so the daemon serves only once it holds what the others
+    /// hold. Call before the first job.
+    public func attach(_ backbone: Backbone, logger: Logger) throws {
+        let applier = SharedLogApplier(engine: engine.engine, backbone: backbone, node: backbone.node, logger: logger)
+        let last = try backbone.start(wake: { [weak self] in self?.wake() })
+        let outcomes = worker.sync {
+            engine.sharedLog = applier
+            return applier.catchUp(through: last)
+        }
+        deliver(outcomes)
+    }
+
+    /// Schedules a drain with no new jobs: something arrived from the backbone.
+    private func wake() {
+        let mustSchedule = inbox.withLock { inbox in
+            defer { inbox.drainScheduled = true }
+            return !inbox.drainScheduled
+        }
+        if mustSchedule { worker.async { self.drain() } }
+    }
+
     /// Waits for the jobs in flight, then folds the log into a checkpoint so the next start is
     /// quick. Call once, when the daemon stops.
     public func finish() {
@@ -73,6 +98,8 @@ public final class ApplyQueue: Sendable {
             } catch {
                 onPersistenceFailure(error)
             }
+            engine.sharedLog?.stop()
+            engine.sharedLog = nil
         }
     }
 
@@ -104,8 +131,12 @@ public final class ApplyQueue: Sendable {
             inbox.drainScheduled = false
             return (inbox.jobs.swapAndClear(), inbox.submitted.swapAndClear())
         }
-        guard !jobs.isEmpty else { return }
         let started = ContinuousClock.now
+        if let sharedLog = engine.sharedLog {
+            defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
+            return deliver(sharedLog.run(jobs))
+        }
+        guard !jobs.isEmpty else { return }
         defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
         let engine = self.engine.engine
         var pending: [Outcome] = []

@@ -63,7 +63,9 @@ public final class Server {
     }
 
     /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
-    public func run(engine: ApplyEngine, store: StateStore? = nil, onReady: () -> Void = {}) throws {
+    public func run(
+        engine: ApplyEngine, store: StateStore? = nil, backbone: Backbone? = nil, onReady: () -> Void = {}
+    ) throws {
         dc_ignore_sigpipe()
         dc_unblock_signals()
         try check(uv_loop_init(loop), "uv_loop_init")
@@ -84,6 +86,7 @@ public final class Server {
                 exit(70)
             },
             deliver: { mailbox.post($0) })
+        if let backbone, let applyQueue { try applyQueue.attach(backbone, logger: logger) }
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
             handle.initialize(to: uv_signal_t())

@@ -14,6 +14,9 @@ public final class SharedBytes: @unchecked Sendable {
         }
     }
 
+    /// A copy of the bytes.
+    public var bytes: [UInt8] { [UInt8](UnsafeRawBufferPointer(start: pointer, count: count)) }
+
     deinit {
         pointer.deallocate()
     }

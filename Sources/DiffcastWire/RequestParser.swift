@@ -14,9 +14,7 @@ public struct RequestParser: Sendable {
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         let object = try requestObject(bytes)
         var request = try RequestDecoder(object: object, limits: limits).decode()
-        if case .write = request.command {
-            request.line = bytes
-        }
+        request.line = bytes
         return request
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CBuildInfo
+import DiffcastBackbone
 import DiffcastConfiguration
 import DiffcastServer
 import Foundation
@@ -89,6 +90,18 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Who may get, list and subscribe on the Unix socket, in the same form.")
     var subscribers: String?
 
+    @Option(help: "NATS servers (nats://HOST:PORT,…) of a backbone shared with other daemons.")
+    var backbone: String?
+
+    @Option(help: "How long a backbone lease lasts unrenewed, in milliseconds.")
+    var backboneLeaseMs: Int?
+
+    @Option(help: "true or false: whether this daemon takes backbone leases (false: it forwards every write).")
+    var backboneOwner: Bool?
+
+    @Option(help: "Copies the NATS cluster keeps of the shared log and the leases.")
+    var backboneReplicas: Int?
+
     func run() throws {
         if let verifyState {
             do {
@@ -135,10 +148,18 @@ struct Diffcastd: ParsableCommand {
                 try opened.recover(into: engine)
                 store = opened
             }
+            var backbone: NATSBackbone?
+            if let options = validated.backbone {
+                var settings = NATSBackbone.Settings(servers: options.servers)
+                settings.leaseMilliseconds = options.leaseMilliseconds
+                settings.mayOwn = options.mayOwn
+                settings.replicas = options.replicas
+                backbone = try NATSBackbone(settings: settings, logger: logger)
+            }
             let state =
                 validated.stateDirectory.map { "\($0) (sync \(validated.store.sync.rawValue))" }
-                ?? "in memory only: a restart loses everything"
-            try server.run(engine: engine, store: store) {
+                ?? (backbone != nil ? "shared through the backbone" : "in memory only: a restart loses everything")
+            try server.run(engine: engine, store: store, backbone: backbone) {
                 logger.info(
                     "ready",
                     metadata: [
@@ -187,6 +208,10 @@ struct Diffcastd: ParsableCommand {
         if let maxItemsPerCollection { settings.maxItemsPerCollection = maxItemsPerCollection }
         if let publishers { settings.publishers = publishers.split(separator: ",").map(String.init) }
         if let subscribers { settings.subscribers = subscribers.split(separator: ",").map(String.init) }
+        if let backbone { settings.backbone = backbone }
+        if let backboneLeaseMs { settings.backboneLeaseMs = backboneLeaseMs }
+        if let backboneOwner { settings.backboneOwner = backboneOwner }
+        if let backboneReplicas { settings.backboneReplicas = backboneReplicas }
         return settings
     }
 

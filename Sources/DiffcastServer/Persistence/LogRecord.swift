@@ -8,6 +8,13 @@ public enum LogRecord: Sendable, Equatable {
     case batch(collection: String, version: UInt64, writes: [[UInt8]])
     case drop(collection: String)
 
+    /// The collection the record is about.
+    public var collection: String {
+        switch self {
+        case .create(let name, _), .batch(let name, _, _), .drop(let name): name
+        }
+    }
+
     /// The record as compact JSON.
     var payload: [UInt8] {
         var output = JSONOutput()
@@ -60,7 +67,7 @@ public enum LogRecord: Sendable, Equatable {
 
     /// The records of one apply-queue batch as one log payload (a JSON array), so that the log
     /// holds a batch whole or not at all.
-    static func payload(of records: [LogRecord]) -> [UInt8] {
+    public static func payload(of records: [LogRecord]) -> [UInt8] {
         var bytes: [UInt8] = [UInt8(ascii: "[")]
         for (index, record) in records.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -71,7 +78,7 @@ public enum LogRecord: Sendable, Equatable {
     }
 
     /// The records of one log payload, or nil when it is not one.
-    static func records(inPayload payload: [UInt8]) -> [LogRecord]? {
+    public static func records(inPayload payload: [UInt8]) -> [LogRecord]? {
         guard let value = try? JSONParser.parse(payload, maximumDepth: 1024), case .array(let elements) = value
         else { return nil }
         var records: [LogRecord] = []

@@ -1,0 +1,318 @@
+import CNATS
+import Dispatch
+import DiffcastServer
+import DiffcastWire
+import Glibc
+import Logging
+import Synchronization
+
+/// The backbone on NATS JetStream: the shared log is the stream `DIFFCAST_LOG` (one subject per
+/// collection, `diffcast.log.<name>`), leases are keys of the key-value bucket
+/// `diffcast_leases`, and forwarded writes are NATS requests to `diffcast.node.<node>` (a
+/// known owner) or to the queue group behind `diffcast.claim` (any daemon that may own).
+///
+/// Safety does not rest on the lease: every append names the collection's last sequence it
+/// has applied, so a daemon whose lease lapsed without its knowing (stopped, partitioned) is
+/// refused by the stream (`wrong last sequence`) and acknowledges nothing. The lease only keeps
+/// one daemon writing each collection, so that such refusals stay rare.
+public final class NATSBackbone: Backbone, @unchecked Sendable {
+    /// How to join.
+    public struct Settings: Sendable {
+        /// `nats://host:port` URLs of the cluster's servers.
+        public var servers: [String]
+        /// How long a lease lasts without renewal: the longest a dead owner's collections stay
+        /// unwritable.
+        public var leaseMilliseconds: Int = 3_000
+        /// Whether this daemon takes leases; one that does not forwards every write.
+        public var mayOwn = true
+        /// Copies the cluster keeps of the log and the leases.
+        public var replicas = 3
+
+        public init(servers: [String]) {
+            self.servers = servers
+        }
+    }
+
+    public let node: String
+    private let settings: Settings
+    private let logger: Logger
+    private let client: NATSClient
+    private let leaseBucket = Mutex<KeyValueBucket?>(nil)
+    private let arrivals = Mutex(BackboneArrivals())
+    private let arrivalSignal = DispatchSemaphore(value: 0)
+    private let wakeHandler = Mutex<(@Sendable () -> Void)?>(nil)
+    private let leases = Mutex<[String: Lease]>([:])
+    private let renewals = DispatchQueue(label: "diffcast.backbone.leases")
+    /// Set once by `start`, cancelled by `stop`.
+    private var renewalTimer: (any DispatchSourceTimer)?
+
+    static let stream = "DIFFCAST_LOG"
+    static let bucket = "diffcast_leases"
+    static let claimSubject = "diffcast.claim"
+    /// How long an append keeps retrying through a stream leader election before it gives up.
+    static let appendPatienceMilliseconds = 15_000
+    static let requestTimeoutMilliseconds: Int64 = 10_000
+
+    private struct Lease {
+        var revision: UInt64
+        /// After this instant the lease may have expired at the server: write no more under it.
+        var deadline: ContinuousClock.Instant
+    }
+
+    /// Connects to the cluster (failing at once when no server answers).
+    public init(settings: Settings, logger: Logger) throws {
+        var generator = SystemRandomNumberGenerator()
+        let suffix = String(generator.next() as UInt64 >> 16, radix: 36)
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : ""
+        node = SubjectToken.encode(host.isEmpty ? "diffcastd" : host) + "-" + suffix
+        self.settings = settings
+        self.logger = logger
+        client = try NATSClient(servers: settings.servers, name: "diffcastd \(node)")
+    }
+
+    // MARK: - Backbone
+
+    public func start(wake: @escaping @Sendable () -> Void) throws -> UInt64 {
+        wakeHandler.withLock { $0 = wake }
+        try client.ensureStream(name: Self.stream, subjects: ["diffcast.log.>"], replicas: settings.replicas)
+        let bucket = try client.keyValueBucket(
+            Self.bucket, ttlMilliseconds: Int64(settings.leaseMilliseconds), replicas: settings.replicas)
+        leaseBucket.withLock { $0 = bucket }
+        let last = try client.lastSequence(stream: Self.stream)
+        try client.follow("diffcast.log.>") { [weak self] message in
+            guard let self else { return }
+            // One that does not decode still arrives (empty), so that the log's end is reached.
+            let records = LogRecord.records(inPayload: message.data) ?? []
+            if records.isEmpty {
+                logger.error("shared log: message \(message.sequence) is not a batch of records; skipped")
+            }
+            arrive(LogMessage(sequence: message.sequence, records: records))
+        }
+        let serve: @Sendable (NATSClient.Request) -> Void = { [weak self] request in
+            guard let self else { return }
+            let lines = request.data.split(separator: UInt8(ascii: "\n")).map(Array.init)
+            let client = self.client
+            let batch = ForwardedBatch(lines: lines) { reply in
+                client.publish(request.replySubject, ForwardWire.encode(reply))
+            }
+            arrive(batch)
+        }
+        try client.serve("diffcast.node.\(node)", queue: nil, handler: serve)
+        if settings.mayOwn { try client.serve(Self.claimSubject, queue: "owners", handler: serve) }
+        startRenewals()
+        logger.info(
+            "joined the backbone",
+            metadata: [
+                "node": "\(node)", "servers": "\(settings.servers.joined(separator: ","))", "log_end": "\(last)",
+                "owner": "\(settings.mayOwn)",
+            ])
+        return last
+    }
+
+    public func takeArrivals() -> BackboneArrivals {
+        arrivals.withLock { arrivals in
+            defer { arrivals = BackboneArrivals() }
+            return arrivals
+        }
+    }
+
+    public func waitForArrivals(timeoutMilliseconds: Int) {
+        let pending = arrivals.withLock { !$0.log.isEmpty || !$0.forwarded.isEmpty }
+        guard !pending else { return }
+        _ = arrivalSignal.wait(timeout: .now() + .milliseconds(timeoutMilliseconds))
+    }
+
+    public func claim(_ collection: String) -> Claim {
+        if let lease = leases.withLock({ $0[collection] }), lease.deadline > .now { return .owned(catchUpTo: nil) }
+        guard let bucket = leaseBucket.withLock({ $0 }) else { return .notOwned(reason: "the backbone is not started") }
+        let key = SubjectToken.encode(collection)
+        guard settings.mayOwn else {
+            if let holder = try? bucket.get(key) { return .heldBy(holder.value) }
+            return .notOwned(reason: "no daemon owns '\(collection)' and this one never owns (backbone_owner: false)")
+        }
+        let asked = ContinuousClock.now
+        var revision: UInt64
+        do {
+            revision = try bucket.create(key, node)
+        } catch {
+            do {
+                guard let holder = try bucket.get(key) else { return .notOwned(reason: "its lease is changing hands") }
+                guard holder.value == node else { return .heldBy(holder.value) }
+                revision = try bucket.update(key, node, last: holder.revision)
+            } catch {
+                return .notOwned(reason: "the lease store did not answer (\(error))")
+            }
+        }
+        do {
+            let last = try client.lastSequence(stream: Self.stream, subject: Self.subject(of: collection))
+            leases.withLock { $0[collection] = Lease(revision: revision, deadline: deadline(from: asked)) }
+            logger.info("took the lease", metadata: ["collection": "\(collection)", "log_end": "\(last)"])
+            return .owned(catchUpTo: last)
+        } catch {
+            return .notOwned(reason: "the shared log did not answer (\(error))")
+        }
+    }
+
+    public func release(_ collection: String) {
+        leases.withLock { $0[collection] = nil }
+    }
+
+    public func append(_ records: [LogRecord], of collection: String, after: UInt64, messageID: String) -> AppendResult {
+        let payload = LogRecord.payload(of: records)
+        let subject = Self.subject(of: collection)
+        let giveUp = ContinuousClock.now + .milliseconds(Self.appendPatienceMilliseconds)
+        while true {
+            // A lease that may have lapsed writes nothing more; the stream would refuse it anyway
+            // once the next owner has written.
+            guard let lease = leases.withLock({ $0[collection] }), lease.deadline > .now else { return .fenced }
+            do {
+                let stored = try client.publish(
+                    subject, payload, messageID: messageID, expectedLastSequence: after, timeoutMilliseconds: 2_000)
+                return .stored(sequence: stored.sequence)
+            } catch let error as NATSError {
+                if error.isWrongLastSequence { return .fenced }
+                guard error.isAmbiguous, ContinuousClock.now < giveUp else { return .failed(error.description) }
+                logger.warning("shared log: retrying an append", metadata: ["error": "\(error)"])
+                usleep(100_000)
+            } catch {
+                return .failed("\(error)")
+            }
+        }
+    }
+
+    public func forward(
+        _ lines: [[UInt8]], of collection: String, ownerHint: String?, serving: () -> Void
+    ) -> ForwardResult {
+        var hint = ownerHint
+        let payload = Array(lines.joined(separator: [UInt8(ascii: "\n")]))
+        for _ in 0..<4 {
+            if hint == nil, let holder = try? leaseBucket.withLock({ $0 })?.get(SubjectToken.encode(collection)) {
+                hint = holder.value
+            }
+            let subject = hint.map { "diffcast.node.\($0)" } ?? Self.claimSubject
+            switch request(subject, payload, serving: serving) {
+            case .success(let reply):
+                switch ForwardWire.decode(reply) {
+                case .answered(let sequence, let responses)?:
+                    guard responses.count == lines.count else { return .unavailable("the owner answered out of step") }
+                    return .answered(sequence: sequence, responses: responses)
+                case .notOwner(let owner)?:
+                    hint = owner
+                case .unavailable(let reason)?:
+                    return .unavailable(reason)
+                case nil:
+                    return .unavailable("the owner's answer does not parse")
+                }
+            case .failure(let error) where error.status == NATS_NO_RESPONDERS:
+                guard let hint else { return .unavailable("no daemon that may own collections is running") }
+                let seconds = Double(settings.leaseMilliseconds) / 1000
+                return .unavailable(
+                    "the owner of '\(collection)' (\(hint)) does not answer; another daemon takes it over when its "
+                        + "lease ends, within \(seconds) s: retry")
+            case .failure(let error):
+                return .unavailable(
+                    "the owner of '\(collection)' did not answer in time (\(error)); the write may or may not be applied")
+            }
+        }
+        return .unavailable("the owner of '\(collection)' keeps changing; retry")
+    }
+
+    public func stop() {
+        renewalTimer?.cancel()
+        let held = leases.withLock { $0.swapAndClear() }
+        if let bucket = leaseBucket.withLock({ $0 }) {
+            for (collection, lease) in held where lease.deadline > .now {
+                bucket.delete(SubjectToken.encode(collection))
+            }
+        }
+        client.close()
+    }
+
+    // MARK: - Plumbing
+
+    static func subject(of collection: String) -> String {
+        "diffcast.log." + SubjectToken.encode(collection)
+    }
+
+    private func arrive(_ message: LogMessage) {
+        arrivals.withLock { $0.log.append(message) }
+        arrived()
+    }
+
+    private func arrive(_ batch: ForwardedBatch) {
+        arrivals.withLock { $0.forwarded.append(batch) }
+        arrived()
+    }
+
+    private func arrived() {
+        arrivalSignal.signal()
+        wakeHandler.withLock { $0 }?()
+    }
+
+    /// A lease taken or renewed by a request sent at `asked` lasts, as far as this daemon may
+    /// assume, three quarters of its TTL from then: the server counts from a later instant.
+    private func deadline(from asked: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        asked + .milliseconds(settings.leaseMilliseconds * 3 / 4)
+    }
+
+    /// Renews every held lease each third of its TTL; one that cannot be renewed is given up.
+    private func startRenewals() {
+        let timer = DispatchSource.makeTimerSource(queue: renewals)
+        let interval = DispatchTimeInterval.milliseconds(max(settings.leaseMilliseconds / 3, 50))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.renewLeases() }
+        timer.resume()
+        renewalTimer = timer
+    }
+
+    private func renewLeases() {
+        guard let bucket = leaseBucket.withLock({ $0 }) else { return }
+        for (collection, lease) in leases.withLock({ $0 }) {
+            let asked = ContinuousClock.now
+            let renewed = try? bucket.update(SubjectToken.encode(collection), node, last: lease.revision)
+            leases.withLock { leases in
+                guard leases[collection]?.revision == lease.revision else { return }
+                if let renewed {
+                    leases[collection] = Lease(revision: renewed, deadline: deadline(from: asked))
+                } else {
+                    leases[collection] = nil
+                    logger.warning("lost the lease", metadata: ["collection": "\(collection)"])
+                }
+            }
+        }
+    }
+
+    /// A NATS request whose wait lets the apply worker serve what arrives meanwhile.
+    private func request(_ subject: String, _ payload: [UInt8], serving: () -> Void) -> Result<[UInt8], NATSError> {
+        let result = Mutex<Result<[UInt8], NATSError>?>(nil)
+        let client = self.client
+        let signal = arrivalSignal
+        DispatchQueue.global().async {
+            let outcome: Result<[UInt8], NATSError>
+            do {
+                outcome = .success(
+                    try client.request(subject, payload, timeoutMilliseconds: Self.requestTimeoutMilliseconds))
+            } catch let error as NATSError {
+                outcome = .failure(error)
+            } catch {
+                outcome = .failure(NATSError("request to \(subject)", NATS_ERR))
+            }
+            result.withLock { $0 = outcome }
+            signal.signal()
+        }
+        while true {
+            if let done = result.withLock({ $0 }) { return done }
+            waitForArrivals(timeoutMilliseconds: 20)
+            serving()
+        }
+    }
+}
+
+extension Dictionary {
+    fileprivate mutating func swapAndClear() -> [Key: Value] {
+        var taken: [Key: Value] = [:]
+        swap(&taken, &self)
+        return taken
+    }
+}

@@ -1,0 +1,353 @@
+import CNATS
+import Glibc
+import Synchronization
+
+/// A libnats call that failed: its status, JetStream's error code when the server gave one, and
+/// the library's own text for it.
+public struct NATSError: Error, CustomStringConvertible {
+    public let what: String
+    public let status: natsStatus
+    /// JetStream's error code (10071 "wrong last sequence", 10037 "no message found"), or 0.
+    public let code: Int
+    public let text: String
+
+    init(_ what: String, _ status: natsStatus, code: jsErrCode = jsErrCode(0)) {
+        self.what = what
+        self.status = status
+        self.code = Int(code.rawValue)
+        var lastStatus = NATS_OK
+        let last = nats_GetLastError(&lastStatus).map { String(cString: $0) } ?? ""
+        self.text = last.isEmpty ? String(cString: natsStatus_GetText(status)) : last
+    }
+
+    /// Another writer appended to the subject since we last read it (the server's fence).
+    public var isWrongLastSequence: Bool {
+        code == Int(JSStreamWrongLastSequenceErr.rawValue) || text.contains("wrong last sequence")
+    }
+
+    /// The request may or may not have taken effect: nobody answered in time, or no stream
+    /// leader was there to answer (an election is under way).
+    public var isAmbiguous: Bool {
+        status == NATS_TIMEOUT || status == NATS_NO_RESPONDERS || status == NATS_CONNECTION_CLOSED
+            || status == NATS_CONNECTION_DISCONNECTED
+    }
+
+    public var description: String {
+        code == 0 ? "\(what): \(text)" : "\(what): \(text) (JetStream error \(code))"
+    }
+}
+
+/// One connection to a NATS cluster with its JetStream context. libnats is thread-safe; every
+/// method blocks (so none is ever called on the loop thread), and subscription handlers run on
+/// libnats' own threads.
+final class NATSClient: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let jetStream: OpaquePointer
+    private let handlers = Mutex<[MessageHandlerBox]>([])
+    private let subscriptions = Mutex<[SubscriptionHandle]>([])
+
+    /// Connects to the first server of `servers` that answers; reconnects for ever afterwards.
+    init(servers: [String], name: String) throws {
+        var options: OpaquePointer?
+        try check(natsOptions_Create(&options), "natsOptions_Create")
+        defer { natsOptions_Destroy(options) }
+        let copies = servers.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        var pointers = copies.map { UnsafePointer<CChar>($0) }
+        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)), "servers \(servers)")
+        natsOptions_SetName(options, name)
+        natsOptions_SetMaxReconnect(options, -1)
+        natsOptions_SetReconnectWait(options, 250)
+        natsOptions_SetTimeout(options, 2000)
+        var connection: OpaquePointer?
+        try check(natsConnection_Connect(&connection, options), "connecting to \(servers.joined(separator: ","))")
+        var jetStream: OpaquePointer?
+        var jsOptions = jsOptions()
+        jsOptions_Init(&jsOptions)
+        jsOptions.Wait = 5000
+        let status = natsConnection_JetStream(&jetStream, connection, &jsOptions)
+        guard status == NATS_OK, let connection, let jetStream else {
+            natsConnection_Destroy(connection)
+            throw NATSError("JetStream context", status)
+        }
+        self.connection = connection
+        self.jetStream = jetStream
+    }
+
+    /// Unsubscribes, flushes and closes the connection.
+    func close() {
+        for subscription in subscriptions.withLock({ $0.swapAndClear() }) {
+            natsSubscription_Unsubscribe(subscription.pointer)
+            natsSubscription_Destroy(subscription.pointer)
+        }
+        natsConnection_FlushTimeout(connection, 1000)
+        natsConnection_Close(connection)
+        jsCtx_Destroy(jetStream)
+        natsConnection_Destroy(connection)
+    }
+
+    // MARK: - Streams
+
+    /// Makes sure a stream exists; an existing one is used as it is.
+    func ensureStream(
+        name: String, subjects: [String], replicas: Int, maximumMessagesPerSubject: Int64 = -1
+    ) throws {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        var status = js_GetStreamInfo(&info, jetStream, name, nil, &code)
+        if status == NATS_OK {
+            jsStreamInfo_Destroy(info)
+            return
+        }
+        guard code == JSStreamNotFoundErr || status == NATS_NOT_FOUND else {
+            throw NATSError("looking up stream \(name)", status, code: code)
+        }
+        var config = jsStreamConfig()
+        jsStreamConfig_Init(&config)
+        let subjectCopies = subjects.map { strdup($0) }
+        defer { subjectCopies.forEach { free($0) } }
+        var subjectPointers = subjectCopies.map { UnsafePointer<CChar>($0) }
+        status = name.withCString { name in
+            subjectPointers.withUnsafeMutableBufferPointer { subjects in
+                config.Name = name
+                config.Subjects = subjects.baseAddress
+                config.SubjectsLen = Int32(subjects.count)
+                config.Replicas = Int64(replicas)
+                config.Storage = js_FileStorage
+                config.MaxMsgsPerSubject = maximumMessagesPerSubject
+                config.AllowDirect = true
+                config.Duplicates = 120 * 1_000_000_000
+                return js_AddStream(&info, jetStream, &config, nil, &code)
+            }
+        }
+        // Another daemon may have made it first.
+        guard status == NATS_OK || code == JSStreamNameExistErr else {
+            throw NATSError("creating stream \(name)", status, code: code)
+        }
+        jsStreamInfo_Destroy(info)
+    }
+
+    /// Appends a message to a stream's subject, only if the subject's last message is still
+    /// `expectedLastSequence` (0: the subject is empty). `messageID` makes a retry of the same
+    /// message (after a timeout) answer with the first copy's sequence instead of storing twice.
+    func publish(
+        _ subject: String, _ data: [UInt8], messageID: String, expectedLastSequence: UInt64,
+        timeoutMilliseconds: Int64
+    ) throws -> (sequence: UInt64, duplicate: Bool) {
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeoutMilliseconds
+        if expectedLastSequence == 0 {
+            options.ExpectNoMessage = true
+        } else {
+            options.ExpectLastSubjectSeq = expectedLastSequence
+        }
+        var code = jsErrCode(0)
+        var ack: UnsafeMutablePointer<jsPubAck>?
+        let status = messageID.withCString { id in
+            options.MsgId = id
+            return data.withUnsafeBytes { bytes in
+                js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &code)
+            }
+        }
+        guard status == NATS_OK, let ack else { throw NATSError("publishing to \(subject)", status, code: code) }
+        defer { jsPubAck_Destroy(ack) }
+        return (ack.pointee.Sequence, ack.pointee.Duplicate)
+    }
+
+    /// The stream sequence of the subject's last message, 0 when it has none.
+    func lastSequence(stream: String, subject: String) throws -> UInt64 {
+        var message: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &code)
+        if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return 0 }
+        guard status == NATS_OK, let message else { throw NATSError("last message of \(subject)", status, code: code) }
+        defer { natsMsg_Destroy(message) }
+        return natsMsg_GetSequence(message)
+    }
+
+    /// The stream's last sequence over all its subjects.
+    func lastSequence(stream: String) throws -> UInt64 {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let status = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
+        guard status == NATS_OK, let info else { throw NATSError("stream \(stream)", status, code: code) }
+        defer { jsStreamInfo_Destroy(info) }
+        return info.pointee.State.LastSeq
+    }
+
+    /// Reads every message of `subject` (wildcards allowed) in stream order, from the first,
+    /// then as they are stored: an ordered consumer, recreated by libnats after a gap.
+    func follow(_ subject: String, handler: @escaping @Sendable (StreamMessage) -> Void) throws {
+        var options = jsSubOptions()
+        jsSubOptions_Init(&options)
+        options.Ordered = true
+        options.Config.DeliverPolicy = js_DeliverAll
+        let box = MessageHandlerBox { message in
+            var metadata: UnsafeMutablePointer<jsMsgMetaData>?
+            guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else { return }
+            let sequence = metadata.pointee.Sequence.Stream
+            jsMsgMetaData_Destroy(metadata)
+            handler(StreamMessage(sequence: sequence, data: Self.data(of: message)))
+        }
+        var subscription: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_Subscribe(
+            &subscription, jetStream, subject, Self.callback, box.opaque, nil, &options, &code)
+        guard status == NATS_OK, let subscription else { throw NATSError("following \(subject)", status, code: code) }
+        natsSubscription_SetPendingLimits(subscription, -1, -1)
+        keep(box, subscription)
+    }
+
+    // MARK: - Core NATS
+
+    /// Handles requests on `subject`; with a `queue`, each goes to one member of the group.
+    func serve(_ subject: String, queue: String?, handler: @escaping @Sendable (Request) -> Void) throws {
+        let box = MessageHandlerBox { message in
+            guard let reply = natsMsg_GetReply(message) else { return }
+            handler(Request(data: Self.data(of: message), replySubject: String(cString: reply)))
+        }
+        var subscription: OpaquePointer?
+        let status =
+            if let queue {
+                natsConnection_QueueSubscribe(&subscription, connection, subject, queue, Self.callback, box.opaque)
+            } else {
+                natsConnection_Subscribe(&subscription, connection, subject, Self.callback, box.opaque)
+            }
+        guard status == NATS_OK, let subscription else { throw NATSError("subscribing to \(subject)", status) }
+        natsSubscription_SetPendingLimits(subscription, -1, -1)
+        keep(box, subscription)
+    }
+
+    /// Sends a request and waits for its one reply.
+    func request(_ subject: String, _ data: [UInt8], timeoutMilliseconds: Int64) throws -> [UInt8] {
+        var reply: OpaquePointer?
+        let status = data.withUnsafeBytes { bytes in
+            natsConnection_Request(
+                &reply, connection, subject, bytes.baseAddress, Int32(bytes.count), timeoutMilliseconds)
+        }
+        guard status == NATS_OK, let reply else { throw NATSError("request to \(subject)", status) }
+        defer { natsMsg_Destroy(reply) }
+        return Self.data(of: reply)
+    }
+
+    func publish(_ subject: String, _ data: [UInt8]) {
+        _ = data.withUnsafeBytes { bytes in
+            natsConnection_Publish(connection, subject, bytes.baseAddress, Int32(bytes.count))
+        }
+    }
+
+    // MARK: - Key-value
+
+    /// Binds to a key-value bucket, creating it with this TTL when it does not exist.
+    func keyValueBucket(_ name: String, ttlMilliseconds: Int64, replicas: Int) throws -> KeyValueBucket {
+        var store: OpaquePointer?
+        if js_KeyValue(&store, jetStream, name) == NATS_OK, let store { return KeyValueBucket(store: store) }
+        var config = kvConfig()
+        kvConfig_Init(&config)
+        let status = name.withCString { name in
+            config.Bucket = name
+            config.History = 1
+            config.TTL = ttlMilliseconds * 1_000_000
+            config.Replicas = Int32(replicas)
+            return js_CreateKeyValue(&store, jetStream, &config)
+        }
+        if status == NATS_OK, let store { return KeyValueBucket(store: store) }
+        // Created by another daemon meanwhile.
+        guard js_KeyValue(&store, jetStream, name) == NATS_OK, let store else {
+            throw NATSError("key-value bucket \(name)", status)
+        }
+        return KeyValueBucket(store: store)
+    }
+
+    // MARK: - Plumbing
+
+    struct StreamMessage: Sendable {
+        let sequence: UInt64
+        let data: [UInt8]
+    }
+
+    struct Request: Sendable {
+        let data: [UInt8]
+        let replySubject: String
+    }
+
+    private func keep(_ box: MessageHandlerBox, _ subscription: OpaquePointer) {
+        handlers.withLock { $0.append(box) }
+        subscriptions.withLock { $0.append(SubscriptionHandle(pointer: subscription)) }
+    }
+
+    private static func data(of message: OpaquePointer) -> [UInt8] {
+        let count = Int(natsMsg_GetDataLength(message))
+        guard count > 0, let start = natsMsg_GetData(message) else { return [] }
+        return [UInt8](UnsafeRawBufferPointer(start: start, count: count))
+    }
+
+    /// The C handler of every subscription: finds the Swift closure and frees the message.
+    private static let callback: natsMsgHandler = { _, _, message, closure in
+        guard let message, let closure else { return }
+        Unmanaged<MessageHandlerBox>.fromOpaque(closure).takeUnretainedValue().handle(message)
+        natsMsg_Destroy(message)
+    }
+}
+
+/// A libnats subscription; used only to close it.
+private struct SubscriptionHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// A subscription's Swift handler, kept alive by its client while libnats may call it.
+private final class MessageHandlerBox: @unchecked Sendable {
+    let handle: (OpaquePointer) -> Void
+    init(_ handle: @escaping (OpaquePointer) -> Void) { self.handle = handle }
+    var opaque: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+}
+
+/// A JetStream key-value bucket (used for leases: create-if-absent, update-if-unchanged).
+final class KeyValueBucket: @unchecked Sendable {
+    private let store: OpaquePointer
+
+    init(store: OpaquePointer) { self.store = store }
+
+    deinit { kvStore_Destroy(store) }
+
+    /// Puts the key only if it does not exist (or was deleted); returns its revision.
+    func create(_ key: String, _ value: String) throws -> UInt64 {
+        var revision: UInt64 = 0
+        try check(kvStore_CreateString(&revision, store, key, value), "creating key \(key)")
+        return revision
+    }
+
+    /// Puts the key only if its revision is still `last`; returns the new revision.
+    func update(_ key: String, _ value: String, last: UInt64) throws -> UInt64 {
+        var revision: UInt64 = 0
+        try check(kvStore_UpdateString(&revision, store, key, value, last), "updating key \(key)")
+        return revision
+    }
+
+    /// The key's value and revision, or nil when it has none (never set, deleted or expired).
+    func get(_ key: String) throws -> (value: String, revision: UInt64)? {
+        var entry: OpaquePointer?
+        let status = kvStore_Get(&entry, store, key)
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let entry else { throw NATSError("reading key \(key)", status) }
+        defer { kvEntry_Destroy(entry) }
+        return (kvEntry_ValueString(entry).map { String(cString: $0) } ?? "", kvEntry_Revision(entry))
+    }
+
+    func delete(_ key: String) {
+        _ = kvStore_Delete(store, key)
+    }
+}
+
+private func check(_ status: natsStatus, _ what: String) throws {
+    guard status == NATS_OK else { throw NATSError(what, status) }
+}
+
+extension Array {
+    fileprivate mutating func swapAndClear() -> [Element] {
+        var taken: [Element] = []
+        swap(&taken, &self)
+        return taken
+    }
+}

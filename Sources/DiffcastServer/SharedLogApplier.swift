@@ -1,0 +1,294 @@
+import CLibUV
+import DiffcastCore
+import DiffcastWire
+import Logging
+
+/// The apply queue's work when daemons share collections through a `Backbone`. Every daemon
+/// applies the shared log through the same engine, so versions, epochs and digests are the
+/// same everywhere; only a collection's owner appends to its log, after applying a batch and
+/// before answering it. A write that reaches a daemon that does not own its collection is
+/// forwarded to the owner, and answered once this daemon has applied the owner's log through
+/// that write. Runs on the apply worker only.
+final class SharedLogApplier {
+    private let engine: ApplyEngine
+    private let backbone: Backbone
+    private let logger: Logger
+    private let node: String
+    /// The log sequence of each collection's last message that the engine reflects: a message
+    /// at or below it is this daemon's own, already applied.
+    private var logPosition: [String: UInt64] = [:]
+    /// Every log message through this sequence has been applied.
+    private var appliedThrough: UInt64 = 0
+    /// Outcomes produced while serving arrivals in the middle of other work.
+    private var outcomes: [Outcome] = []
+    /// How long a forwarded write waits for the owner's log to reach this daemon before it is
+    /// answered anyway (its answer then waits for the event, as any write's answer does).
+    private static let logWaitMilliseconds = 5_000
+    /// Forwarded requests are answered through this connection number, which the loop never
+    /// gives out.
+    static let forwardedConnection: ConnectionID = 0
+
+    init(engine: ApplyEngine, backbone: Backbone, node: String, logger: Logger) {
+        self.engine = engine
+        self.backbone = backbone
+        self.node = node
+        self.logger = logger
+    }
+
+    /// Applies the log through `sequence` (at start: the daemon serves once this returns).
+    func catchUp(through sequence: UInt64) -> [Outcome] {
+        waitForLog(through: sequence, timeoutMilliseconds: Int.max)
+        return outcomes.swapAndClear()
+    }
+
+    /// Leaves the backbone: its leases go, so that other daemons take over at once.
+    func stop() {
+        backbone.stop()
+    }
+
+    /// One drain of the apply queue: what arrived from the backbone, then the loop's jobs, a
+    /// collection at a time (each collection's jobs in order; `list`, `stats` and new limits
+    /// see every job before them).
+    func run(_ jobs: [Job]) -> [Outcome] {
+        serveArrivals()
+        var groups: [(collection: String?, jobs: [Job])] = []
+        var index: [String: Int] = [:]
+        for job in jobs {
+            guard let name = job.collection else {
+                for group in groups { handle(group.jobs, of: group.collection) }
+                groups = []
+                index = [:]
+                handle([job], of: nil)
+                continue
+            }
+            if let position = index[name] {
+                groups[position].jobs.append(job)
+            } else {
+                index[name] = groups.count
+                groups.append((name, [job]))
+            }
+        }
+        for group in groups { handle(group.jobs, of: group.collection) }
+        return outcomes.swapAndClear()
+    }
+
+    // MARK: - The shared log
+
+    private func serveArrivals() {
+        let arrivals = backbone.takeArrivals()
+        apply(arrivals.log)
+        for batch in arrivals.forwarded { serve(batch) }
+    }
+
+    private func apply(_ messages: [LogMessage]) {
+        for message in messages where message.sequence > appliedThrough {
+            appliedThrough = message.sequence
+            guard let name = message.records.first?.collection else { continue }
+            if let position = logPosition[name], message.sequence <= position { continue }
+            outcomes += engine.follow(message.records)
+            logPosition[name] = message.sequence
+        }
+    }
+
+    /// Applies arrivals until the log has been applied through `sequence`.
+    private func waitForLog(through sequence: UInt64, timeoutMilliseconds: Int) {
+        let deadline = ContinuousClock.now + .milliseconds(min(timeoutMilliseconds, 1 << 40))
+        while appliedThrough < sequence, ContinuousClock.now < deadline {
+            backbone.waitForArrivals(timeoutMilliseconds: 50)
+            serveArrivals()
+        }
+    }
+
+    // MARK: - Jobs
+
+    private func handle(_ jobs: [Job], of name: String?) {
+        guard let name, jobs.contains(where: { needsOwner($0, name) }) else {
+            outcomes += engine.process(jobs)
+            if !engine.takeLogRecords().isEmpty {
+                logger.error("a read changed the log; rolled back")
+                engine.rollBackLastBatch()
+            }
+            _ = engine.commitLastBatch()
+            return
+        }
+        switch backbone.claim(name) {
+        case .owned(let catchUpTo):
+            if let catchUpTo { waitForLog(through: catchUpTo, timeoutMilliseconds: Self.logWaitMilliseconds) }
+            guard let local = writeAsOwner(jobs, of: name) else { return forward(jobs, of: name, ownerHint: nil) }
+            outcomes += local
+        case .heldBy(let owner):
+            forward(jobs, of: name, ownerHint: owner)
+        case .notOwned:
+            forward(jobs, of: name, ownerHint: nil)
+        }
+    }
+
+    /// Whether a job changes what the log holds: a write, a drop, a subscription that creates
+    /// its collection.
+    private func needsOwner(_ job: Job, _ name: String) -> Bool {
+        guard case .request(let request, _) = job else { return false }
+        switch request.command {
+        case .write, .drop: return true
+        case .subscribe: return !engine.holds(name)
+        default: return false
+        }
+    }
+
+    /// Applies jobs as the collection's owner and appends their records to the log. Returns
+    /// their outcomes, or nil when another daemon wrote the log first (the jobs are undone and
+    /// the lease is given up: the caller forwards them).
+    private func writeAsOwner(_ jobs: [Job], of name: String) -> [Outcome]? {
+        let produced = engine.process(jobs)
+        let records = engine.takeLogRecords()
+        guard !records.isEmpty else {
+            _ = engine.commitLastBatch()
+            return produced
+        }
+        let position = engine.position(of: name)
+        let version = position?.version ?? 0
+        let dropped = records.last.map { if case .drop = $0 { true } else { false } } ?? false
+        let messageID = "\(epochOf(records) ?? position?.epoch ?? "-"):\(version):\(node)\(dropped ? ":drop" : "")"
+        switch backbone.append(records, of: name, after: logPosition[name] ?? 0, messageID: messageID) {
+        case .stored(let sequence):
+            if engine.commitLastBatch() { dc_release_free_memory() }
+            logPosition[name] = sequence
+            return produced
+        case .fenced:
+            logger.warning("another daemon wrote the log of this collection; forwarding", metadata: ["collection": "\(name)"])
+            engine.rollBackLastBatch()
+            backbone.release(name)
+            return nil
+        case .failed(let reason):
+            logger.error("the shared log did not take a batch", metadata: ["collection": "\(name)", "error": "\(reason)"])
+            engine.rollBackLastBatch()
+            backbone.release(name)
+            refuse(jobs, because: "the shared log did not take this write (\(reason)); it may or may not be applied")
+            return []
+        }
+    }
+
+    private func epochOf(_ records: [LogRecord]) -> String? {
+        for case .create(_, let epoch) in records { return epoch }
+        return nil
+    }
+
+    /// Sends a collection's requests to its owner; answers them with the owner's answers once
+    /// this daemon has applied the log through them. A subscription is made here, after its
+    /// collection exists.
+    private func forward(_ jobs: [Job], of name: String, ownerHint: String?) {
+        let requests = jobs.compactMap { job -> (Request, ResponseAddress)? in
+            guard case .request(let request, let address) = job else { return nil }
+            return (request, address)
+        }
+        let result = backbone.forward(
+            requests.map(\.0.line), of: name, ownerHint: ownerHint, serving: { self.serveArrivals() })
+        switch result {
+        case .unavailable(let reason):
+            refuse(jobs, because: reason)
+        case .answered(let sequence, let responses):
+            waitForLog(through: sequence, timeoutMilliseconds: Self.logWaitMilliseconds)
+            var answers = zip(requests, responses).makeIterator()
+            for job in jobs {
+                guard case .request(let request, let address) = job else {
+                    outcomes += engine.process([job])
+                    continue
+                }
+                guard let (_, response) = answers.next() else { continue }
+                if case .subscribe = request.command, Self.isSuccess(response) {
+                    subscribeAfterForwarding(job, request, address)
+                } else if case .write = request.command, let version = Self.acknowledgedVersion(response) {
+                    outcomes.append(
+                        .acknowledged(address, SharedBytes(response), VersionMark(collection: name, version: version)))
+                } else {
+                    outcomes.append(.response(address, SharedBytes(response)))
+                }
+            }
+        }
+    }
+
+    private func subscribeAfterForwarding(_ job: Job, _ request: Request, _ address: ResponseAddress) {
+        guard case .subscribe(let name, _, _) = request.command, engine.holds(name) else {
+            // The owner made it, but its log has not reached this daemon in time.
+            return refuse([job], because: "collection '\(request.command.collection ?? "")' is not here yet; retry")
+        }
+        outcomes += engine.process([job])
+        _ = engine.takeLogRecords()
+        _ = engine.commitLastBatch()
+    }
+
+    /// Answers every request among `jobs` `unavailable`; catch-ups still run here.
+    private func refuse(_ jobs: [Job], because reason: String) {
+        for job in jobs {
+            guard case .request(let request, let address) = job else {
+                outcomes += engine.process([job])
+                continue
+            }
+            let bytes = WireEncoder.failure(id: request.id, op: request.op, error: .unavailable(reason))
+            outcomes.append(.response(address, SharedBytes(bytes)))
+        }
+    }
+
+    private static func isSuccess(_ response: [UInt8]) -> Bool {
+        response.starts(with: Array(#"{"ok":true"#.utf8))
+    }
+
+    /// The version in a successful write's answer.
+    private static func acknowledgedVersion(_ response: [UInt8]) -> UInt64? {
+        guard let value = try? JSONParser.parse(response, maximumDepth: 4), case .bool(true) = value["ok"],
+            case .number(let text) = value["version"]
+        else { return nil }
+        return UInt64(text)
+    }
+
+    // MARK: - Serving other daemons
+
+    /// Applies requests another daemon forwarded, as this collection's owner, and answers them.
+    private func serve(_ batch: ForwardedBatch) {
+        let parser = RequestParser()
+        var requests: [Request] = []
+        for line in batch.lines {
+            guard let request = try? parser.parse(line: line) else {
+                return batch.reply(.unavailable("a forwarded line does not parse"))
+            }
+            requests.append(request)
+        }
+        guard let name = requests.first?.command.collection,
+            requests.allSatisfy({ $0.command.collection == name })
+        else { return batch.reply(.unavailable("a forwarded batch names more than one collection")) }
+        let jobs = requests.enumerated().map { slot, request in
+            Job.request(request, ResponseAddress(connection: Self.forwardedConnection, slot: UInt64(slot)))
+        }
+        switch backbone.claim(name) {
+        case .owned(let catchUpTo):
+            if let catchUpTo { waitForLog(through: catchUpTo, timeoutMilliseconds: Self.logWaitMilliseconds) }
+            guard let produced = writeAsOwner(jobs, of: name) else { return batch.reply(.notOwner(owner: nil)) }
+            var responses = [[UInt8]](repeating: [], count: requests.count)
+            for outcome in produced {
+                switch outcome {
+                case .response(let address, let bytes) where address.connection == Self.forwardedConnection,
+                    .acknowledged(let address, let bytes, _) where address.connection == Self.forwardedConnection,
+                    .subscribed(let address, _, _, _, let bytes) where address.connection == Self.forwardedConnection:
+                    responses[Int(address.slot)] = bytes.bytes
+                default:
+                    outcomes.append(outcome)
+                }
+            }
+            batch.reply(.answered(sequence: logPosition[name] ?? 0, responses: responses))
+        case .heldBy(let owner):
+            batch.reply(.notOwner(owner: owner))
+        case .notOwned(let reason):
+            batch.reply(.unavailable(reason))
+        }
+    }
+}
+
+extension Job {
+    /// The collection a job is about; nil for `list`, `stats` and new limits.
+    var collection: String? {
+        switch self {
+        case .request(let request, _): request.command.collection
+        case .catchUp(_, let name, _): name
+        case .setLimits: nil
+        }
+    }
+}
