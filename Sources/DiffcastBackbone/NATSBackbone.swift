@@ -51,7 +51,6 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     static let claimSubject = "diffcast.claim"
     /// How long an append keeps retrying through a stream leader election before it gives up.
     static let appendPatienceMilliseconds = 15_000
-    static let requestTimeoutMilliseconds: Int64 = 10_000
 
     private struct Lease {
         var revision: UInt64
@@ -288,11 +287,14 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         let result = Mutex<Result<[UInt8], NATSError>?>(nil)
         let client = self.client
         let signal = arrivalSignal
+        // An owner that does not answer within a lease and a bit is stopped or cut off; its
+        // successor can take over only once this daemon stops waiting for it.
+        let timeout = Int64(settings.leaseMilliseconds + 2_000)
         DispatchQueue.global().async {
             let outcome: Result<[UInt8], NATSError>
             do {
                 outcome = .success(
-                    try client.request(subject, payload, timeoutMilliseconds: Self.requestTimeoutMilliseconds))
+                    try client.request(subject, payload, timeoutMilliseconds: timeout))
             } catch let error as NATSError {
                 outcome = .failure(error)
             } catch {

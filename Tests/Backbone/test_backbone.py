@@ -1,0 +1,156 @@
+"""Daemons sharing collections through NATS JetStream, tried as an operator meets them: a
+3-node nats-server cluster and 3 daemons (two that may own collections, one that never does),
+writers on two daemons, subscribers on all three, and the failures that matter: the owner
+daemon killed, the stream's leader killed, an owner stopped past its lease."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster import BackboneDaemon, Cluster, Subscriber, Writer, state, wait_until
+
+CHECKER = pathlib.Path(os.environ.get("CHECKER", pathlib.Path(__file__).resolve().parents[3] / "shared/conformance/check.py"))
+
+
+@pytest.fixture
+def cluster():
+    running = Cluster()
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def daemons(cluster):
+    started = [BackboneDaemon(cluster), BackboneDaemon(cluster), BackboneDaemon(cluster, owner=False)]
+    for daemon in started:
+        daemon.start()
+    yield started
+    for daemon in started:
+        daemon.stop(signal.SIGKILL)
+
+
+def converged(daemons, collection):
+    """Every daemon holds the same version with the same digest and items."""
+    answers = [state(daemon, collection) for daemon in daemons]
+    first = answers[0]
+    return all(
+        (answer["version"], answer["digest"], answer["epoch"]) == (first["version"], first["digest"], first["epoch"])
+        for answer in answers
+    )
+
+
+def items(answer):
+    return [item if isinstance(item, str) else item["id"] for section in answer["sections"] for item in section["items"]]
+
+
+def check_run(survivors, writers, subscribers, collection):
+    """What every failure must leave: all acknowledged writes present, once; the daemons agree
+    on version and digest; every subscriber's chain is gapless and its mirror verified."""
+    for writer in writers:
+        writer.stopping.set()
+    for writer in writers:
+        writer.join(timeout=60)
+    wait_until(lambda: converged(survivors, collection), what="the daemons to converge")
+    final = state(survivors[0], collection)
+    held = items(final)
+    assert len(held) == len(set(held)), "an item is held twice"
+    for writer in writers:
+        missing = [item for _, item in writer.acknowledged if item not in held]
+        assert not missing, f"acknowledged writes lost: {missing[:5]}"
+        assert writer.acknowledged, f"{writer.name} had no write acknowledged"
+    for subscriber in subscribers:
+        wait_until(lambda: subscriber.versions and subscriber.versions[-1] == final["version"], what="subscribers")
+        assert not subscriber.gaps, f"a subscriber's chain has gaps: {subscriber.gaps}"
+        assert not subscriber.mirror.divergences, subscriber.mirror.divergences
+        assert subscriber.mirror.digest() == final["digest"]
+    return final
+
+
+def start_load(daemons, collection):
+    with daemons[0].client() as client:
+        client.append_sections(collection, [{"id": "s", "items": []}])
+    subscribers = [Subscriber(daemon, collection) for daemon in daemons]
+    writers = [Writer(daemons[1], collection, "w1"), Writer(daemons[2], collection, "w2")]
+    for thread in subscribers + writers:
+        thread.start()
+    wait_until(lambda: all(len(writer.acknowledged) > 20 for writer in writers), what="writes to flow")
+    return writers, subscribers
+
+
+@pytest.mark.skipif(not CHECKER.exists(), reason="../shared/conformance/check.py is not there")
+def test_the_contract_holds_on_a_daemon_that_owns_nothing(daemons):
+    result = subprocess.run(
+        [sys.executable, str(CHECKER), "--socket", daemons[2].socket_path, "--contract", "2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
+
+
+def test_killing_the_owner_loses_no_acknowledged_write(cluster, daemons):
+    collection = "owner-killed"
+    writers, subscribers = start_load(daemons, collection)
+    owner = daemons[0]
+    killed = time.monotonic()
+    owner.kill()
+    wait_until(
+        lambda: all(any(at > killed + 0.1 for at, _ in writer.acknowledged) for writer in writers),
+        timeout=30, what="writes after the owner died",
+    )
+    failover = min(at for writer in writers for at, _ in writer.acknowledged if at > killed) - killed
+    time.sleep(1)
+    final = check_run(daemons[1:], writers, subscribers[1:], collection)
+    print(f"owner killed: first acknowledged write after {failover:.2f} s; final version {final['version']}")
+    # The restarted daemon catches up from the shared log and serves the same state.
+    owner.start()
+    assert converged(daemons, collection)
+
+
+def test_killing_the_stream_leader_loses_no_acknowledged_write(cluster, daemons):
+    collection = "leader-killed"
+    writers, subscribers = start_load(daemons, collection)
+    leader = cluster.stream_leader()
+    killed = time.monotonic()
+    cluster.kill(leader)
+    wait_until(
+        lambda: all(any(at > killed + 0.1 for at, _ in writer.acknowledged) for writer in writers),
+        timeout=60, what="writes after the stream leader died",
+    )
+    time.sleep(1)
+    final = check_run(daemons, writers, subscribers, collection)
+    print(f"stream leader n{leader} killed; final version {final['version']}")
+
+
+def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluster, daemons):
+    collection = "stopped-owner"
+    old_owner = daemons[0]
+    with old_owner.client() as client:
+        client.append_sections(collection, [{"id": "s", "items": ["before"]}])
+    subscriber = Subscriber(daemons[1], collection)
+    subscriber.start()
+    old_owner.process.send_signal(signal.SIGSTOP)
+    time.sleep(2.5)  # past its 1.5 s lease
+    with daemons[1].client(timeout=30) as client:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.append_items(collection, ["while-stopped"])
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "no daemon took over"
+                time.sleep(0.1)
+    takeovers_before = old_owner.log().count("took the lease")
+    old_owner.process.send_signal(signal.SIGCONT)
+    with old_owner.client(timeout=30) as client:
+        for n in range(20):
+            client.append_items(collection, [f"after-{n}"])
+    assert old_owner.log().count("took the lease") == takeovers_before, "the old owner wrote the log itself"
+    wait_until(lambda: converged(daemons, collection), what="the daemons to converge")
+    final = state(daemons[1], collection)
+    assert items(final) == ["before", "while-stopped"] + [f"after-{n}" for n in range(20)]
+    wait_until(lambda: subscriber.versions and subscriber.versions[-1] == final["version"], what="the subscriber")
+    assert not subscriber.gaps and not subscriber.mirror.divergences
