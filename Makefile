@@ -10,13 +10,16 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
 SYSUSERSDIR ?= /etc/sysusers.d
-APT_PACKAGES := libuv1-dev pkg-config netcat-openbsd systemd
+APT_PACKAGES := libuv1-dev libnats-dev pkg-config netcat-openbsd systemd
+# The backbone's tests run a 3-node NATS JetStream cluster on loopback.
+BACKBONE_PACKAGES := nats-server curl
 BENCH_PACKAGES := redis-server
 DIST_PACKAGES := help2man binutils dpkg
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build release stamp run test test-clients conformance soak bench install deb test-service lint clean
+.PHONY: deps bench-deps backbone-deps build release stamp run test test-clients test-backbone conformance soak bench \
+	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
 define apt_install
@@ -32,7 +35,10 @@ deps:
 	@command -v python3 >/dev/null || { $(SUDO) apt-get install -y -qq python3; }
 
 bench-deps: deps
-	$(call apt_install,$(BENCH_PACKAGES))
+	$(call apt_install,$(BENCH_PACKAGES) $(BACKBONE_PACKAGES))
+
+backbone-deps: deps
+	$(call apt_install,$(BACKBONE_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -62,6 +68,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 	$(MAKE) --no-print-directory test-clients
+	$(MAKE) --no-print-directory test-backbone
 	@if [ -e $(CHECKER) ]; then \
 	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
 	else echo "conformance: $(CHECKER) not found; skipped"; fi
@@ -75,14 +82,22 @@ test-clients: deps
 	PYTHONPATH=.build/python python3 -m pytest -q -p no:cacheprovider clients/python/tests
 	python3 -m pytest -q -p no:cacheprovider Tests/EndToEnd
 
+# Daemons sharing collections through a 3-node NATS cluster (started and stopped by the tests):
+# the owner killed, the stream leader killed, an owner stopped past its lease, and check.py
+# against a daemon that owns nothing.
+test-backbone: backbone-deps
+	@python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
+	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider -s Tests/Backbone
+
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
 conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2
 
-# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability) for one.
+# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
+# backbone) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	@for b in $(or $(BENCH),diff feed pipeline memory durability); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone); do .build/release/DiffcastBenchmarks $$b || exit 1; done
 
 # The crash test for longer: CYCLES kill -9/restart cycles (200 by default).
 soak: deps

@@ -51,6 +51,11 @@ fi
 cp -a "$cache" "$root"
 # Not /tmp: the guest's systemd mounts a tmpfs over it at boot.
 cp "$deb" "$root/root/diffcast.deb"
+# The guest has no network: its dependencies that the cached root lacks go in beside it.
+mkdir -p "$work/debs" "$root/root/debs"
+(cd "$work/debs" && apt-get download -q libnats3.4 libprotobuf-c1 libssl3 >/dev/null 2>&1) \
+  || { echo "cannot download libnats3.4 and its dependencies"; exit 1; }
+cp "$work"/debs/*.deb "$root/root/debs/"
 
 systemd-nspawn -b -D "$root" --keep-unit --register=no --console=pipe --private-network \
   --machine=diffcast-test >"$work/boot.log" 2>&1 </dev/null &
@@ -99,7 +104,7 @@ wait_active() {
 }
 
 step "apt install ./diffcast.deb installs it" in_guest sh -c \
-  'cd /root && apt-get install -y -q ./diffcast.deb >/root/apt.log 2>&1 || { cat /root/apt.log; exit 1; }; dpkg -s diffcast | grep ^Version'
+  'cd /root && apt-get install -y -q ./debs/*.deb ./diffcast.deb >/root/apt.log 2>&1 || { cat /root/apt.log; exit 1; }; dpkg -s diffcast | grep ^Version'
 step "diffcastd runs without the Swift toolchain" expect_in "diffcastd 0." in_guest /usr/bin/diffcastd --version
 step "the socket is listening, the service not yet started" sh -c \
   "[ \"\$(nsenter -t $guest -a systemctl is-active diffcast.socket)\" = active ] && [ \"\$(nsenter -t $guest -a systemctl is-active diffcast.service)\" != active ]"

@@ -212,19 +212,6 @@ struct PipelineBenchmark: ParsableCommand {
             allDelivered: finished.withLock { $0.max() ?? 0 }, peakResident: sampler.stop())
     }
 
-    /// Reads every subscriber socket on one thread with poll(2), calling `onBytes` per read.
-    private func pollAll(_ sockets: [UnixSocket], until done: () -> Bool, _ onBytes: (Int, ArraySlice<UInt8>) -> Void) {
-        var descriptors = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while !done() {
-            guard poll(&descriptors, nfds_t(descriptors.count), 1000) > 0 else { continue }
-            for index in descriptors.indices where descriptors[index].revents != 0 {
-                let count = recv(descriptors[index].fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
-                if count > 0 { onBytes(index, chunk[..<count]) }
-            }
-        }
-    }
-
     private func latencyDiffcast(_ path: String) throws -> Latency {
         let server = try ServerProcess.diffcastd(socketPath: path)
         defer { server.stop() }
@@ -276,21 +263,6 @@ struct PipelineBenchmark: ParsableCommand {
         return Latency(
             deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 },
             peakResident: sampler.stop())
-    }
-
-    /// Seconds from the sending of write `index` to `receipt`; an event can overtake the
-    /// writer's bookkeeping, so this waits until the send time is recorded.
-    private func latency(
-        ofWrite index: Int, receivedAt receipt: ContinuousClock.Instant,
-        sent: borrowing Mutex<[ContinuousClock.Instant]>
-    ) -> Double {
-        while true {
-            if let sentAt = sent.withLock({ index < $0.count ? $0[index] : nil }) {
-                let (whole, fraction) = (receipt - sentAt).components
-                return Double(whole) + Double(fraction) / 1e18
-            }
-            usleep(50)
-        }
     }
 
     private func latencyRedis(_ path: String) throws -> Latency {

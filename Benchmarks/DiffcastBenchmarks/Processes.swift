@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -173,4 +174,32 @@ func residentBytesOfThisProcess() -> Int {
     let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
     guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
     return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// Reads every subscriber socket on one thread with poll(2), calling `onBytes` per read.
+func pollAll(_ sockets: [UnixSocket], until done: () -> Bool, _ onBytes: (Int, ArraySlice<UInt8>) -> Void) {
+    var descriptors = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while !done() {
+        guard poll(&descriptors, nfds_t(descriptors.count), 1000) > 0 else { continue }
+        for index in descriptors.indices where descriptors[index].revents != 0 {
+            let count = recv(descriptors[index].fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+            if count > 0 { onBytes(index, chunk[..<count]) }
+        }
+    }
+}
+
+/// Seconds from the sending of write `index` to `receipt`; an event can overtake the
+/// writer's bookkeeping, so this waits until the send time is recorded.
+func latency(
+    ofWrite index: Int, receivedAt receipt: ContinuousClock.Instant,
+    sent: borrowing Mutex<[ContinuousClock.Instant]>
+) -> Double {
+    while true {
+        if let sentAt = sent.withLock({ index < $0.count ? $0[index] : nil }) {
+            let (whole, fraction) = (receipt - sentAt).components
+            return Double(whole) + Double(fraction) / 1e18
+        }
+        usleep(50)
+    }
 }
