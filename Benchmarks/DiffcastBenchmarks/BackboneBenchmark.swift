@@ -58,12 +58,15 @@ struct BackboneBenchmark: ParsableCommand {
         ] {
             emit(
                 String(
-                    format: "| %@ | %.0f | %.2f | %.2f | %.1f× |", name, Double(latencies.count) / latencies.reduce(0, +),
+                    format: "| %@ | %.0f | %.2f | %.2f | %.1f× |", name,
+                    Double(latencies.count) / latencies.reduce(0, +),
                     percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000,
                     percentile(latencies, 0.5) / baseline))
         }
 
-        emit("\n## Backbone: fan-out, \(subscribers) subscribers, ~1 KB changesets, \(fanOutWrites) writes one at a time\n")
+        emit(
+            "\n## Backbone: fan-out, \(subscribers) subscribers, ~1 KB changesets, \(fanOutWrites) writes one at a time\n"
+        )
         emit("| subscribers on | deliveries/s | p50 latency (ms) | p99 latency (ms) |")
         emit("|---|---:|---:|---:|")
         let daemons = [owner, follower, spare]
@@ -145,7 +148,8 @@ struct BackboneBenchmark: ParsableCommand {
             for index in 0..<writes {
                 sent.withLock { $0.append(ContinuousClock.now) }
                 try? publisher.send(
-                    Array("update_items \(collection) {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8))
+                    Array("update_items \(collection) {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8)
+                )
                 guard publisher.readLine() != nil else { return }
             }
         }.start()

@@ -1,13 +1,14 @@
 import CNATS
-import Dispatch
 import DiffcastServer
 import DiffcastWire
+import Dispatch
 import Glibc
 import Logging
 import Synchronization
 
 /// The backbone on NATS JetStream: the shared log is the stream `DIFFCAST_LOG` (one subject per
-/// collection, `diffcast.log.<name>`), leases are keys of the key-value bucket
+/// collection, `diffcast.log.<name>`), each collection's latest snapshot the one message of its
+/// subject in `DIFFCAST_SNAPSHOTS`, leases are keys of the key-value bucket
 /// `diffcast_leases`, and forwarded writes are NATS requests to `diffcast.node.<node>` (a
 /// known owner) or to the queue group behind `diffcast.claim` (any daemon that may own).
 ///
@@ -47,6 +48,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private var renewalTimer: (any DispatchSourceTimer)?
 
     static let stream = "DIFFCAST_LOG"
+    static let snapshots = "DIFFCAST_SNAPSHOTS"
     static let bucket = "diffcast_leases"
     static let claimSubject = "diffcast.claim"
     /// How long an append keeps retrying through a stream leader election before it gives up.
@@ -63,7 +65,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         var generator = SystemRandomNumberGenerator()
         let suffix = String(generator.next() as UInt64 >> 16, radix: 36)
         var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : ""
+        let host =
+            gethostname(&name, name.count - 1) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
         node = SubjectToken.encode(host.isEmpty ? "diffcastd" : host) + "-" + suffix
         self.settings = settings
         self.logger = logger
@@ -72,9 +76,14 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     // MARK: - Backbone
 
-    public func start(wake: @escaping @Sendable () -> Void) throws -> UInt64 {
+    public func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart {
         wakeHandler.withLock { $0 = wake }
         try client.ensureStream(name: Self.stream, subjects: ["diffcast.log.>"], replicas: settings.replicas)
+        try client.ensureStream(
+            name: Self.snapshots, subjects: ["diffcast.snapshot.>"], replicas: settings.replicas,
+            maximumMessagesPerSubject: 1)
+        // Snapshots first: the log before them may already be cut.
+        let snapshots = try client.lastMessagePerSubject(stream: Self.snapshots, subject: "diffcast.snapshot.>")
         let bucket = try client.keyValueBucket(
             Self.bucket, ttlMilliseconds: Int64(settings.leaseMilliseconds), replicas: settings.replicas)
         leaseBucket.withLock { $0 = bucket }
@@ -104,9 +113,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             "joined the backbone",
             metadata: [
                 "node": "\(node)", "servers": "\(settings.servers.joined(separator: ","))", "log_end": "\(last)",
-                "owner": "\(settings.mayOwn)",
+                "owner": "\(settings.mayOwn)", "snapshots": "\(snapshots.count)",
             ])
-        return last
+        return BackboneStart(snapshots: snapshots, logEnd: last)
     }
 
     public func takeArrivals() -> BackboneArrivals {
@@ -157,7 +166,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         leases.withLock { $0[collection] = nil }
     }
 
-    public func append(_ records: [LogRecord], of collection: String, after: UInt64, messageID: String) -> AppendResult {
+    public func append(_ records: [LogRecord], of collection: String, after: UInt64, messageID: String) -> AppendResult
+    {
         let payload = LogRecord.payload(of: records)
         let subject = Self.subject(of: collection)
         let giveUp = ContinuousClock.now + .milliseconds(Self.appendPatienceMilliseconds)
@@ -211,10 +221,27 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
                         + "lease ends, within \(seconds) s: retry")
             case .failure(let error):
                 return .unavailable(
-                    "the owner of '\(collection)' did not answer in time (\(error)); the write may or may not be applied")
+                    "the owner of '\(collection)' did not answer in time (\(error)); the write may or may not be applied"
+                )
             }
         }
         return .unavailable("the owner of '\(collection)' keeps changing; retry")
+    }
+
+    public func saveSnapshot(_ snapshot: [UInt8], of collection: String, at sequence: UInt64) {
+        let token = SubjectToken.encode(collection)
+        do {
+            _ = try client.publish("diffcast.snapshot.\(token)", snapshot, timeoutMilliseconds: 5_000)
+            try client.purge(stream: Self.stream, subject: "diffcast.log.\(token)", below: sequence)
+        } catch {
+            // The log keeps everything until the next snapshot succeeds.
+            logger.warning(
+                "shared log: no snapshot this time", metadata: ["collection": "\(collection)", "error": "\(error)"])
+        }
+    }
+
+    public func loadSnapshot(of collection: String) -> [UInt8]? {
+        try? client.lastMessage(stream: Self.snapshots, subject: "diffcast.snapshot.\(SubjectToken.encode(collection))")
     }
 
     public func stop() {

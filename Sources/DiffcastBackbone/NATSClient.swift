@@ -166,6 +166,75 @@ final class NATSClient: @unchecked Sendable {
         return natsMsg_GetSequence(message)
     }
 
+    /// The data of the subject's last message, nil when it has none.
+    func lastMessage(stream: String, subject: String) throws -> [UInt8]? {
+        var message: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &code)
+        if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else { throw NATSError("last message of \(subject)", status, code: code) }
+        defer { natsMsg_Destroy(message) }
+        return Self.data(of: message)
+    }
+
+    /// The last message of every subject of a stream matching `subject`.
+    func lastMessagePerSubject(stream: String, subject: String) throws -> [[UInt8]] {
+        guard try lastSequence(stream: stream) > 0 else { return [] }
+        var options = jsSubOptions()
+        jsSubOptions_Init(&options)
+        options.Ordered = true
+        options.Config.DeliverPolicy = js_DeliverLastPerSubject
+        var subscription: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_SubscribeSync(&subscription, jetStream, subject, nil, &options, &code)
+        guard status == NATS_OK, let subscription else { throw NATSError("reading \(subject)", status, code: code) }
+        defer {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        var messages: [[UInt8]] = []
+        while true {
+            var message: OpaquePointer?
+            let status = natsSubscription_NextMsg(&message, subscription, 5000)
+            guard status == NATS_OK, let message else { throw NATSError("reading \(subject)", status) }
+            defer { natsMsg_Destroy(message) }
+            messages.append(Self.data(of: message))
+            var metadata: UnsafeMutablePointer<jsMsgMetaData>?
+            guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else { continue }
+            let pending = metadata.pointee.NumPending
+            jsMsgMetaData_Destroy(metadata)
+            if pending == 0 { return messages }
+        }
+    }
+
+    /// Removes the subject's messages before `sequence` from the stream.
+    func purge(stream: String, subject: String, below sequence: UInt64) throws {
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        var code = jsErrCode(0)
+        let status = subject.withCString { subject in
+            options.Stream.Purge.Subject = subject
+            options.Stream.Purge.Sequence = sequence
+            return js_PurgeStream(jetStream, stream, &options, &code)
+        }
+        guard status == NATS_OK else { throw NATSError("purging \(subject)", status, code: code) }
+    }
+
+    /// Stores a message without expectations; returns its sequence.
+    func publish(_ subject: String, _ data: [UInt8], timeoutMilliseconds: Int64) throws -> UInt64 {
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeoutMilliseconds
+        var code = jsErrCode(0)
+        var ack: UnsafeMutablePointer<jsPubAck>?
+        let status = data.withUnsafeBytes { bytes in
+            js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &code)
+        }
+        guard status == NATS_OK, let ack else { throw NATSError("publishing to \(subject)", status, code: code) }
+        defer { jsPubAck_Destroy(ack) }
+        return ack.pointee.Sequence
+    }
+
     /// The stream's last sequence over all its subjects.
     func lastSequence(stream: String) throws -> UInt64 {
         var info: UnsafeMutablePointer<jsStreamInfo>?

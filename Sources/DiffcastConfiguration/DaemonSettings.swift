@@ -28,6 +28,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var backboneLeaseMs = 3000
     public var backboneOwner = true
     public var backboneReplicas = 3
+    public var backboneSnapshotEvery = 1000
 
     public init() {}
 
@@ -39,7 +40,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case maxConnections = "max_connections", maxCollections = "max_collections"
         case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
-        case backboneReplicas = "backbone_replicas"
+        case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -72,6 +73,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         backboneLeaseMs = try file.decodeIfPresent(Int.self, forKey: .backboneLeaseMs) ?? defaults.backboneLeaseMs
         backboneOwner = try file.decodeIfPresent(Bool.self, forKey: .backboneOwner) ?? defaults.backboneOwner
         backboneReplicas = try file.decodeIfPresent(Int.self, forKey: .backboneReplicas) ?? defaults.backboneReplicas
+        backboneSnapshotEvery =
+            try file.decodeIfPresent(Int.self, forKey: .backboneSnapshotEvery) ?? defaults.backboneSnapshotEvery
     }
 
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
@@ -145,6 +148,7 @@ public struct ValidatedSettings: Sendable {
             ("max_connections", settings.maxConnections, 1), ("max_collections", settings.maxCollections, 1),
             ("max_items_per_collection", settings.maxItemsPerCollection, 1),
             ("backbone_lease_ms", settings.backboneLeaseMs, 100), ("backbone_replicas", settings.backboneReplicas, 1),
+            ("backbone_snapshot_every", settings.backboneSnapshotEvery, 1),
         ]
         for (key, value, minimum) in minimums where value < minimum {
             throw SettingsError("\(key): at least \(minimum), got \(value)")
@@ -167,7 +171,8 @@ public struct ValidatedSettings: Sendable {
             }
             if settings.stateDir != nil {
                 throw SettingsError(
-                    "backbone and state_dir: with a backbone the shared log (JetStream) keeps the state; drop state_dir")
+                    "backbone and state_dir: with a backbone the shared log (JetStream) keeps the state; drop state_dir"
+                )
             }
             self.backbone = BackboneOptions(
                 servers: servers, leaseMilliseconds: settings.backboneLeaseMs, mayOwn: settings.backboneOwner,
@@ -183,6 +188,7 @@ public struct ValidatedSettings: Sendable {
         server.coalesceWindowMilliseconds = settings.coalesceWindowMs
         server.history.versions = settings.historyVersions
         server.maximumConnections = settings.maxConnections
+        server.backboneSnapshotEvery = settings.backboneSnapshotEvery
         server.limits = CollectionLimits(
             collections: settings.maxCollections, itemsPerCollection: settings.maxItemsPerCollection)
         do {
@@ -222,6 +228,7 @@ public struct ValidatedSettings: Sendable {
         if old.historyVersions != new.historyVersions { keys.append("history_versions") }
         if old.backbone != new.backbone || old.backboneLeaseMs != new.backboneLeaseMs
             || old.backboneOwner != new.backboneOwner || old.backboneReplicas != new.backboneReplicas
+            || old.backboneSnapshotEvery != new.backboneSnapshotEvery
         {
             keys.append("backbone")
         }

@@ -274,6 +274,48 @@ public final class ApplyEngine {
 
     // MARK: - Following a shared log
 
+    /// Whether a shared-log message can be applied to what this daemon holds: a batch must
+    /// follow the collection's current version.
+    public func fits(_ records: [LogRecord]) -> Bool {
+        guard case .batch(let name, let version, _) = records.first else { return true }
+        return existing(name)?.version == version - 1
+    }
+
+    /// Takes a collection's state from a snapshot of the shared log (the messages before it
+    /// were cut from the log). Subscribers get one changeset to it; under another epoch the
+    /// collection is dropped and made anew.
+    public func adopt(_ snapshot: SharedLogSnapshot) throws -> [Outcome] {
+        _ = commitLastBatch()
+        defer { outcomes = [] }
+        let name = snapshot.name
+        guard let state = existing(name), state.epoch == snapshot.epoch else {
+            if existing(name) != nil { outcomes.append(.dropped(collection: name)) }
+            try restore(
+                collection: name, epoch: snapshot.epoch, version: snapshot.version, sections: snapshot.sections)
+            return outcomes
+        }
+        guard snapshot.version > state.version else { return [] }
+        let document = try Document(restoring: snapshot.sections)
+        let changeset = Differ.changeset(from: state.document.snapshot, to: document.snapshot)
+        let from = state.version
+        state.document = document
+        state.version = snapshot.version
+        let event = WireEncoder.changesetEvent(
+            collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
+            digest: Digest(of: document.snapshot))
+        state.remember(document.snapshot, as: state.version)
+        outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
+        return outcomes
+    }
+
+    /// A collection's state as a shared-log snapshot taken at `logSequence`.
+    public func snapshotForSharedLog(of name: String, logSequence: UInt64) -> [UInt8]? {
+        guard let state = existing(name) else { return nil }
+        return SharedLogSnapshot.encode(
+            name: name, epoch: state.epoch, version: state.version, logSequence: logSequence,
+            snapshot: state.document.snapshot)
+    }
+
     /// Applies records that another daemon appended to the shared log, as that daemon applied
     /// them: the same versions, epochs, digests and events for this daemon's subscribers.
     /// Records that do not fit (a batch for a version this daemon does not hold) are skipped

@@ -67,13 +67,16 @@ public final class ApplyQueue: Sendable {
 
     /// Joins the daemons of a backbone: follows the shared log and applies it through its
     /// current end before returning, so the daemon serves only once it holds what the others
-    /// hold. Call before the first job.
-    public func attach(_ backbone: Backbone, logger: Logger) throws {
-        let applier = SharedLogApplier(engine: engine.engine, backbone: backbone, node: backbone.node, logger: logger)
-        let last = try backbone.start(wake: { [weak self] in self?.wake() })
+    /// hold. Call before the first job. The owner of a collection snapshots it every
+    /// `snapshotEvery` log messages, which bounds what a joining daemon replays.
+    public func attach(_ backbone: Backbone, snapshotEvery: Int, logger: Logger) throws {
+        let applier = SharedLogApplier(
+            engine: engine.engine, backbone: backbone, node: backbone.node, snapshotEvery: snapshotEvery,
+            logger: logger)
+        let start = try backbone.start(wake: { [weak self] in self?.wake() })
         let outcomes = worker.sync {
             engine.sharedLog = applier
-            return applier.catchUp(through: last)
+            return applier.join(start)
         }
         deliver(outcomes)
     }

@@ -9,9 +9,9 @@ public protocol Backbone: AnyObject, Sendable {
     /// This daemon's name among the others (unique per process start).
     var node: String { get }
     /// Starts following the shared log and taking forwarded writes. `wake` is called, on any
-    /// thread, whenever `takeArrivals` has something new. Returns the log's last sequence, which
-    /// the queue applies before the daemon serves.
-    func start(wake: @escaping @Sendable () -> Void) throws -> UInt64
+    /// thread, whenever `takeArrivals` has something new. Returns the collections' snapshots and
+    /// the log's last sequence, which the queue applies before the daemon serves.
+    func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart
     /// Log messages and forwarded batches that arrived since the last call, in arrival order.
     func takeArrivals() -> BackboneArrivals
     /// Blocks until something arrives for `takeArrivals`, or the timeout passes.
@@ -29,6 +29,11 @@ public protocol Backbone: AnyObject, Sendable {
     func forward(
         _ lines: [[UInt8]], of collection: String, ownerHint: String?, serving: () -> Void
     ) -> ForwardResult
+    /// Keeps a collection's snapshot taken at log message `sequence`, then cuts the messages
+    /// before that one from its log (the last one stays: appends are checked against it).
+    func saveSnapshot(_ snapshot: [UInt8], of collection: String, at sequence: UInt64)
+    /// The collection's latest snapshot, if any.
+    func loadSnapshot(of collection: String) -> [UInt8]?
     /// Stops following, releases every lease, and closes.
     func stop()
 }
@@ -53,6 +58,18 @@ public struct ForwardedBatch: Sendable {
     public init(lines: [[UInt8]], reply: @escaping @Sendable (ForwardReply) -> Void) {
         self.lines = lines
         self.reply = reply
+    }
+}
+
+/// Where a daemon that joins starts: every collection's latest snapshot, and the end of the
+/// log at that moment.
+public struct BackboneStart: Sendable {
+    public var snapshots: [[UInt8]]
+    public var logEnd: UInt64
+
+    public init(snapshots: [[UInt8]], logEnd: UInt64) {
+        self.snapshots = snapshots
+        self.logEnd = logEnd
     }
 }
 

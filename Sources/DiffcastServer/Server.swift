@@ -86,7 +86,9 @@ public final class Server {
                 exit(70)
             },
             deliver: { mailbox.post($0) })
-        if let backbone, let applyQueue { try applyQueue.attach(backbone, logger: logger) }
+        if let backbone, let applyQueue {
+            try applyQueue.attach(backbone, snapshotEvery: configuration.backboneSnapshotEvery, logger: logger)
+        }
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
             handle.initialize(to: uv_signal_t())

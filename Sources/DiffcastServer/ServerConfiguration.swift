@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var history = HistoryLimits()
     public var requestLimits = RequestLimits()
     public var limits = CollectionLimits()
+    /// With a backbone: log messages of a collection between two of its snapshots.
+    public var backboneSnapshotEvery = 1000
     /// Client connections at once; one more is told `limit_exceeded` and closed.
     public var maximumConnections = 10_000
     /// Who may write on the Unix socket (empty: whoever can open the socket file).

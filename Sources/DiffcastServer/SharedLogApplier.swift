@@ -28,17 +28,40 @@ final class SharedLogApplier {
     /// gives out.
     static let forwardedConnection: ConnectionID = 0
 
-    init(engine: ApplyEngine, backbone: Backbone, node: String, logger: Logger) {
+    /// Log messages of a collection between two of its snapshots (taken by its owner).
+    private let snapshotEvery: Int
+    /// Messages this daemon appended to each collection's log since its last snapshot.
+    private var messagesSinceSnapshot: [String: Int] = [:]
+
+    init(engine: ApplyEngine, backbone: Backbone, node: String, snapshotEvery: Int, logger: Logger) {
         self.engine = engine
         self.backbone = backbone
         self.node = node
+        self.snapshotEvery = max(snapshotEvery, 1)
         self.logger = logger
     }
 
-    /// Applies the log through `sequence` (at start: the daemon serves once this returns).
-    func catchUp(through sequence: UInt64) -> [Outcome] {
-        waitForLog(through: sequence, timeoutMilliseconds: Int.max)
+    /// Takes every collection's snapshot, then applies the log through its end at start: the
+    /// daemon serves once this returns.
+    func join(_ start: BackboneStart) -> [Outcome] {
+        for bytes in start.snapshots {
+            guard let snapshot = SharedLogSnapshot(decoding: bytes) else {
+                logger.error("a shared-log snapshot does not decode or its digest does not match; skipped")
+                continue
+            }
+            adopt(snapshot)
+        }
+        waitForLog(through: start.logEnd, timeoutMilliseconds: Int.max)
         return outcomes.swapAndClear()
+    }
+
+    private func adopt(_ snapshot: SharedLogSnapshot) {
+        do {
+            outcomes += try engine.adopt(snapshot)
+            logPosition[snapshot.name] = max(logPosition[snapshot.name] ?? 0, snapshot.logSequence)
+        } catch {
+            logger.error("a shared-log snapshot does not apply", metadata: ["collection": "\(snapshot.name)"])
+        }
     }
 
     /// Leaves the backbone: its leases go, so that other daemons take over at once.
@@ -85,9 +108,22 @@ final class SharedLogApplier {
             appliedThrough = message.sequence
             guard let name = message.records.first?.collection else { continue }
             if let position = logPosition[name], message.sequence <= position { continue }
+            if !engine.fits(message.records) { recoverFromSnapshot(of: name) }
+            if let position = logPosition[name], message.sequence <= position { continue }
             outcomes += engine.follow(message.records)
             logPosition[name] = message.sequence
         }
+    }
+
+    /// A message does not follow what this daemon holds of its collection: the messages in
+    /// between were cut from the log after a snapshot, which holds them.
+    private func recoverFromSnapshot(of name: String) {
+        guard let bytes = backbone.loadSnapshot(of: name), let snapshot = SharedLogSnapshot(decoding: bytes) else {
+            return logger.error(
+                "the shared log skips versions of a collection and has no snapshot of it",
+                metadata: ["collection": "\(name)"])
+        }
+        adopt(snapshot)
     }
 
     /// Applies arrivals until the log has been applied through `sequence`.
@@ -152,19 +188,34 @@ final class SharedLogApplier {
         case .stored(let sequence):
             if engine.commitLastBatch() { dc_release_free_memory() }
             logPosition[name] = sequence
+            snapshotIfDue(name, at: sequence)
             return produced
         case .fenced:
-            logger.warning("another daemon wrote the log of this collection; forwarding", metadata: ["collection": "\(name)"])
+            logger.warning(
+                "another daemon wrote the log of this collection; forwarding", metadata: ["collection": "\(name)"])
             engine.rollBackLastBatch()
             backbone.release(name)
             return nil
         case .failed(let reason):
-            logger.error("the shared log did not take a batch", metadata: ["collection": "\(name)", "error": "\(reason)"])
+            logger.error(
+                "the shared log did not take a batch", metadata: ["collection": "\(name)", "error": "\(reason)"])
             engine.rollBackLastBatch()
             backbone.release(name)
             refuse(jobs, because: "the shared log did not take this write (\(reason)); it may or may not be applied")
             return []
         }
+    }
+
+    /// Every `snapshotEvery` messages an owner appends, it keeps the collection's snapshot, so
+    /// that the log before it can be cut.
+    private func snapshotIfDue(_ name: String, at sequence: UInt64) {
+        let count = messagesSinceSnapshot[name, default: 0] + 1
+        guard count >= snapshotEvery, let bytes = engine.snapshotForSharedLog(of: name, logSequence: sequence) else {
+            messagesSinceSnapshot[name] = count
+            return
+        }
+        messagesSinceSnapshot[name] = 0
+        backbone.saveSnapshot(bytes, of: name, at: sequence)
     }
 
     private func epochOf(_ records: [LogRecord]) -> String? {

@@ -102,6 +102,9 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Copies the NATS cluster keeps of the shared log and the leases.")
     var backboneReplicas: Int?
 
+    @Option(help: "Log messages of a collection between two snapshots, which bound what a joining daemon replays.")
+    var backboneSnapshotEvery: Int?
+
     func run() throws {
         if let verifyState {
             do {
@@ -212,6 +215,7 @@ struct Diffcastd: ParsableCommand {
         if let backboneLeaseMs { settings.backboneLeaseMs = backboneLeaseMs }
         if let backboneOwner { settings.backboneOwner = backboneOwner }
         if let backboneReplicas { settings.backboneReplicas = backboneReplicas }
+        if let backboneSnapshotEvery { settings.backboneSnapshotEvery = backboneSnapshotEvery }
         return settings
     }
 

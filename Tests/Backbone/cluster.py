@@ -91,7 +91,8 @@ class BackboneDaemon(Daemon):
 
 class Writer(threading.Thread):
     """Appends items with unique ids to a collection through one daemon, one at a time,
-    retrying `unavailable`; keeps the ids acknowledged and when each was."""
+    retrying `unavailable`; keeps the ids acknowledged, each with when it was sent and when its
+    answer came."""
 
     def __init__(self, daemon, collection, name):
         super().__init__(daemon=True)
@@ -107,6 +108,7 @@ class Writer(threading.Thread):
         count = 0
         while not self.stopping.is_set():
             item = f"{self.name}-{count}"
+            sent = time.monotonic()
             try:
                 client.append_items(self.collection, [item])
             except DiffcastError as error:
@@ -116,7 +118,7 @@ class Writer(threading.Thread):
                     self.refusals.append((time.monotonic(), error.code))
                     time.sleep(0.05)
                 continue
-            self.acknowledged.append((time.monotonic(), item))
+            self.acknowledged.append((time.monotonic(), item, sent))
             count += 1
         client.close()
 

@@ -60,7 +60,7 @@ def check_run(survivors, writers, subscribers, collection):
     held = items(final)
     assert len(held) == len(set(held)), "an item is held twice"
     for writer in writers:
-        missing = [item for _, item in writer.acknowledged if item not in held]
+        missing = [item for _, item, _ in writer.acknowledged if item not in held]
         assert not missing, f"acknowledged writes lost: {missing[:5]}"
         assert writer.acknowledged, f"{writer.name} had no write acknowledged"
     for subscriber in subscribers:
@@ -98,10 +98,10 @@ def test_killing_the_owner_loses_no_acknowledged_write(cluster, daemons):
     killed = time.monotonic()
     owner.kill()
     wait_until(
-        lambda: all(any(at > killed + 0.1 for at, _ in writer.acknowledged) for writer in writers),
+        lambda: all(any(sent > killed for _, _, sent in writer.acknowledged) for writer in writers),
         timeout=30, what="writes after the owner died",
     )
-    failover = min(at for writer in writers for at, _ in writer.acknowledged if at > killed) - killed
+    failover = min(at for writer in writers for at, _, sent in writer.acknowledged if sent > killed) - killed
     time.sleep(1)
     final = check_run(daemons[1:], writers, subscribers[1:], collection)
     print(f"owner killed: first acknowledged write after {failover:.2f} s; final version {final['version']}")
@@ -117,7 +117,7 @@ def test_killing_the_stream_leader_loses_no_acknowledged_write(cluster, daemons)
     killed = time.monotonic()
     cluster.kill(leader)
     wait_until(
-        lambda: all(any(at > killed + 0.1 for at, _ in writer.acknowledged) for writer in writers),
+        lambda: all(any(sent > killed for _, _, sent in writer.acknowledged) for writer in writers),
         timeout=60, what="writes after the stream leader died",
     )
     time.sleep(1)
@@ -154,3 +154,36 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
     assert items(final) == ["before", "while-stopped"] + [f"after-{n}" for n in range(20)]
     wait_until(lambda: subscriber.versions and subscriber.versions[-1] == final["version"], what="the subscriber")
     assert not subscriber.gaps and not subscriber.mirror.divergences
+
+
+def test_snapshots_cut_the_log_and_a_joining_daemon_starts_from_them(cluster):
+    collection = "snapshotted"
+    first = BackboneDaemon(cluster, extra=["--backbone-snapshot-every", "10"]).start()
+    try:
+        with first.client() as client:
+            client.append_sections(collection, [{"id": "s", "items": []}])
+            for n in range(105):
+                client.append_items(collection, [{"id": f"i{n}", "data": {"n": n}}])
+        stream = next(
+            entry
+            for account in cluster.monitor(0, "/jsz?streams=true")["account_details"]
+            for entry in account["stream_detail"]
+            if entry["name"] == "DIFFCAST_LOG"
+        )
+        # 106 messages were appended; what is left is the tail after the last snapshot.
+        assert stream["state"]["messages"] <= 10, stream["state"]
+        joining = BackboneDaemon(cluster).start()
+        try:
+            assert "snapshots=1" in joining.log()
+            assert converged([first, joining], collection)
+            with joining.client() as client:
+                client.append_items(collection, ["after"])
+            wait_until(lambda: converged([first, joining], collection), what="the daemons to converge")
+            held = state(joining, collection)
+            assert held["version"] == 107
+            assert held["sections"][0]["items"][-1] == "after"
+            assert held["sections"][0]["items"][49] == {"id": "i49", "data": {"n": 49}}
+        finally:
+            joining.stop(signal.SIGKILL)
+    finally:
+        first.stop(signal.SIGKILL)

@@ -21,7 +21,8 @@ import Testing
     @Test func inlineAndJSONFormsAreOneRequest() throws {
         let json = try parse(#"{"op":"subscribe","collection":"feed","since":3}"#)
         let inline = try parse(#"subscribe feed {"since":3}"#)
-        #expect(json == inline)
+        #expect(json.command == inline.command && json.id == inline.id && json.op == inline.op)
+        #expect(json.line == Array(#"{"op":"subscribe","collection":"feed","since":3}"#.utf8))
         #expect(json.command == .subscribe(collection: "feed", since: 3, epoch: nil))
         #expect(try parse("ping\r").command == .ping)
         #expect(try parse(#"append_items feed {"items":["x"],"id":9}"#).id == JSONText(canonical: "9"))
