@@ -127,19 +127,24 @@ class Subscriber(threading.Thread):
     """Follows a collection through one daemon with a verified mirror; keeps every version it
     went through, and any gap or divergence."""
 
-    def __init__(self, daemon, collection):
+    def __init__(self, daemon, collection, resuming=None):
         super().__init__(daemon=True)
         self.daemon_under_test = daemon
         self.collection = collection
-        self.versions = []
-        self.gaps = []
-        self.mirror = None
+        self.versions = list(resuming.versions) if resuming else []
+        self.gaps = list(resuming.gaps) if resuming else []
+        self.mirror = resuming.mirror if resuming else None
         self.ended = None
+
+    def resumed_on(self, daemon):
+        """A subscriber that goes on where this one stopped (same mirror, `since` and epoch),
+        on another daemon."""
+        return Subscriber(daemon, self.collection, resuming=self)
 
     def run(self):
         client = self.daemon_under_test.client()
         try:
-            for event, mirror in client.follow(self.collection):
+            for event, mirror in client.follow(self.collection, mirror=self.mirror):
                 self.mirror = mirror
                 if event["event"] == "changeset" and self.versions and event["from"] != self.versions[-1]:
                     self.gaps.append((self.versions[-1], event["from"]))

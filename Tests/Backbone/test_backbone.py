@@ -102,8 +102,14 @@ def test_killing_the_owner_loses_no_acknowledged_write(cluster, daemons):
         timeout=30, what="writes after the owner died",
     )
     failover = min(at for writer in writers for at, _, sent in writer.acknowledged if sent > killed) - killed
+    # The owner's subscriber lost its connection; it resumes on another daemon from its version
+    # (versions and epochs are the same everywhere), with one changeset and no gap.
+    wait_until(lambda: subscribers[0].ended is not None, what="the dead owner's subscriber to notice")
+    moved = subscribers[0].resumed_on(daemons[2])
+    moved.start()
     time.sleep(1)
-    final = check_run(daemons[1:], writers, subscribers[1:], collection)
+    final = check_run(daemons[1:], writers, subscribers[1:] + [moved], collection)
+    assert moved.versions[: len(subscribers[0].versions)] == subscribers[0].versions
     print(f"owner killed: first acknowledged write after {failover:.2f} s; final version {final['version']}")
     # The restarted daemon catches up from the shared log and serves the same state.
     owner.start()
