@@ -100,6 +100,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon"]),
+        .testTarget(name: "DiffcastBackboneTests", dependencies: ["DiffcastBackbone", "DiffcastServer"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -27,6 +27,8 @@ response-before-event|Sources/DiffcastServer/Connection.swift|        guard let 
 skip-log-fsync|Sources/DiffcastServer/Persistence/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
 corruption-taken-for-torn-tail|Sources/DiffcastServer/Persistence/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
 transaction-undo-forgets-ids|Sources/DiffcastCore/Document.swift|            directory[id] = location\n        }\n        snapshot = point.snapshot|            _ = location\n        }\n        snapshot = point.snapshot|DiffcastCoreTests|DiskFullTests
+own-log-messages-applied-again|Sources/DiffcastServer/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests
+fenced-batch-kept|Sources/DiffcastServer/SharedLogApplier.swift|            engine.rollBackLastBatch()\n            backbone.release(name)\n            return nil|            _ = engine.commitLastBatch()\n            backbone.release(name)\n            return produced|SharedLogApplierTests
 unpersisted-batch-kept|Sources/DiffcastServer/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
 EOF
 )

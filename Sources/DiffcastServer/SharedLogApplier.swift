@@ -107,12 +107,20 @@ final class SharedLogApplier {
         for message in messages where message.sequence > appliedThrough {
             appliedThrough = message.sequence
             guard let name = message.records.first?.collection else { continue }
-            if let position = logPosition[name], message.sequence <= position { continue }
-            if !engine.fits(message.records) { recoverFromSnapshot(of: name) }
-            if let position = logPosition[name], message.sequence <= position { continue }
+            guard !reflects(message.sequence, of: name) else { continue }
+            if !engine.fits(message.records) {
+                recoverFromSnapshot(of: name)
+                guard !reflects(message.sequence, of: name) else { continue }
+            }
             outcomes += engine.follow(message.records)
             logPosition[name] = message.sequence
         }
+    }
+
+    /// Whether the engine already holds what a collection's log message brought: the owner's
+    /// own messages, and those a snapshot covers.
+    private func reflects(_ sequence: UInt64, of name: String) -> Bool {
+        logPosition[name].map { sequence <= $0 } ?? false
     }
 
     /// A message does not follow what this daemon holds of its collection: the messages in
