@@ -17,7 +17,11 @@ import Testing
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("a.=>* é\u{301}Z9_-/😀")
         for _ in 0..<2000 {
-            names.append(String((0..<Int.random(in: 0...6, using: &generator)).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] }))
+            names.append(
+                String(
+                    (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+                        alphabet[Int.random(in: 0..<alphabet.count, using: &generator)]
+                    }))
         }
         var owners: [String: String] = [:]
         for name in names {

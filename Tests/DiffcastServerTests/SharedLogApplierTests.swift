@@ -54,7 +54,8 @@ import Testing
         // writes before `a` has seen anything of it.
         a.backbone.holdsBackArrivals = true
         cluster.leases["c"] = "b"
-        #expect(try b.answer(#"{"op":"append_items","collection":"c","items":["y"]}"#, slot: 0).contains("\"version\":2"))
+        #expect(
+            try b.answer(#"{"op":"append_items","collection":"c","items":["y"]}"#, slot: 0).contains("\"version\":2"))
         let answer = try a.answer(#"{"op":"append_items","collection":"c","items":["z"]}"#, slot: 1)
         #expect(answer == #"{"ok":true,"op":"append_items","version":3}"# + "\n")
         #expect(cluster.log.map(\.appender) == ["a", "b", "b"], "the stale owner appended nothing more")
@@ -190,7 +191,9 @@ final class ModelDaemon {
                         throw AnswerMissing(slot: from)
                     }
                     var fresh = CollectionMirror()
-                    try feed(&fresh, WireEncoder.snapshotEvent(collection: "c", epoch: epoch, version: 0, snapshot: Snapshot()))
+                    try feed(
+                        &fresh,
+                        WireEncoder.snapshotEvent(collection: "c", epoch: epoch, version: 0, snapshot: Snapshot()))
                     mirror = fresh
                 }
                 if var current = mirror {
