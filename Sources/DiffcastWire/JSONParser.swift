@@ -195,6 +195,9 @@ public struct JSONParser {
                 if byte == UInt8(ascii: "\"") {
                     let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
                     position += 1
+                    // ASCII is valid UTF-8, and decoding it needs no generic validation (which
+                    // costs a metadata lookup per string on the loop thread).
+                    if raw.allSatisfy({ $0 < 0x80 }) { return String(decoding: raw, as: UTF8.self) }
                     guard let text = String(validating: raw, as: UTF8.self) else {
                         throw .parseError("invalid UTF-8 in a string ending at byte \(position)")
                     }
