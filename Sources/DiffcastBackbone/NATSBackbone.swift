@@ -118,6 +118,11 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         return BackboneStart(snapshots: snapshots, logEnd: last)
     }
 
+    public var ownedCollections: Int {
+        let now = ContinuousClock.now
+        return leases.withLock { $0.values.count { $0.deadline > now } }
+    }
+
     public func takeArrivals() -> BackboneArrivals {
         arrivals.withLock { arrivals in
             defer { arrivals = BackboneArrivals() }

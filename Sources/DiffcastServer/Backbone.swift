@@ -8,6 +8,8 @@
 public protocol Backbone: AnyObject, Sendable {
     /// This daemon's name among the others (unique per process start).
     var node: String { get }
+    /// How many collections this daemon holds the lease of now.
+    var ownedCollections: Int { get }
     /// Starts following the shared log and taking forwarded writes. `wake` is called, on any
     /// thread, whenever `takeArrivals` has something new. Returns the collections' snapshots and
     /// the log's last sequence, which the queue applies before the daemon serves.

@@ -70,4 +70,18 @@ public struct ApplyStatistics: Sendable {
     public var readOnlyReason: String?
     /// fdatasync calls on the write-ahead log (0 without a state directory).
     public var logSyncs: UInt64 = 0
+    /// With a backbone: where this daemon stands among the others.
+    public var backbone: BackboneStatistics?
+}
+
+/// A daemon's place in a backbone, for `stats`.
+public struct BackboneStatistics: Sendable {
+    /// This daemon's name (the owner named in forwarding and in the leases).
+    public var node: String
+    /// Collections whose lease this daemon holds.
+    public var ownedCollections: Int
+    /// The shared log has been applied through this sequence.
+    public var logApplied: UInt64
+    /// Writes this daemon sent to another daemon, and answered with its answer.
+    public var writesForwarded: UInt64
 }

@@ -612,6 +612,17 @@ public final class Server {
                 output.appendRaw(key)
                 output.append(value)
             }
+            if let backbone = applied.backbone {
+                output.appendRaw(",\"backbone\":{\"node\":")
+                output.append(string: backbone.node)
+                output.appendRaw(",\"owned_collections\":")
+                output.append(backbone.ownedCollections)
+                output.appendRaw(",\"log_applied\":")
+                output.append(backbone.logApplied)
+                output.appendRaw(",\"writes_forwarded\":")
+                output.append(backbone.writesForwarded)
+                output.appendRaw("}")
+            }
             output.appendRaw(",\"read_only\":")
             if let reason = applied.readOnlyReason {
                 output.appendRaw("true,\"read_only_reason\":")

@@ -19,6 +19,8 @@ final class SharedLogApplier {
     private var logPosition: [String: UInt64] = [:]
     /// Every log message through this sequence has been applied.
     private var appliedThrough: UInt64 = 0
+    /// Writes sent to their collection's owner.
+    private var writesForwarded: UInt64 = 0
     /// Outcomes produced while serving arrivals in the middle of other work.
     private var outcomes: [Outcome] = []
     /// How long a forwarded write waits for the owner's log to reach this daemon before it is
@@ -147,7 +149,7 @@ final class SharedLogApplier {
 
     private func handle(_ jobs: [Job], of name: String?) {
         guard let name, jobs.contains(where: { needsOwner($0, name) }) else {
-            outcomes += engine.process(jobs)
+            outcomes += engine.process(jobs).map(withBackboneStatistics)
             if !engine.takeLogRecords().isEmpty {
                 logger.error("a read changed the log; rolled back")
                 engine.rollBackLastBatch()
@@ -165,6 +167,15 @@ final class SharedLogApplier {
         case .notOwned:
             forward(jobs, of: name, ownerHint: nil)
         }
+    }
+
+    /// `stats` answers say where this daemon stands among the others.
+    private func withBackboneStatistics(_ outcome: Outcome) -> Outcome {
+        guard case .statistics(let address, let id, var statistics) = outcome else { return outcome }
+        statistics.backbone = BackboneStatistics(
+            node: node, ownedCollections: backbone.ownedCollections, logApplied: appliedThrough,
+            writesForwarded: writesForwarded)
+        return .statistics(address, id: id, statistics)
     }
 
     /// Whether a job changes what the log holds: a write, a drop, a subscription that creates
@@ -239,6 +250,7 @@ final class SharedLogApplier {
             guard case .request(let request, let address) = job else { return nil }
             return (request, address)
         }
+        writesForwarded += UInt64(requests.count { if case .write = $0.0.command { true } else { false } })
         let result = backbone.forward(
             requests.map(\.0.line), of: name, ownerHint: ownerHint, serving: { self.serveArrivals() })
         switch result {

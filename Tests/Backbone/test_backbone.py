@@ -155,6 +155,11 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
         for n in range(20):
             client.append_items(collection, [f"after-{n}"])
     assert old_owner.log().count("took the lease") == takeovers_before, "the old owner wrote the log itself"
+    with old_owner.client() as client:
+        placed = client.stats()["backbone"]
+    assert placed["owned_collections"] == 0 and placed["writes_forwarded"] == 20, placed
+    with daemons[1].client() as client:
+        assert client.stats()["backbone"]["owned_collections"] == 1
     wait_until(lambda: converged(daemons, collection), what="the daemons to converge")
     final = state(daemons[1], collection)
     assert items(final) == ["before", "while-stopped"] + [f"after-{n}" for n in range(20)]

@@ -271,6 +271,8 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
 
     func believesItOwns(_ collection: String) -> Bool { owned.contains(collection) }
 
+    var ownedCollections: Int { owned.count }
+
     func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart {
         BackboneStart(snapshots: Array(cluster.snapshots.values), logEnd: cluster.nextSequence - 1)
     }
