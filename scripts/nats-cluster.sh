@@ -1,13 +1,14 @@
 #!/bin/sh
 # A 3-node NATS JetStream cluster on loopback, for the backbone's tests, benchmark and README.
-#   scripts/nats-cluster.sh start DIR [PORT]   servers on PORT, PORT+1, PORT+2 (default 4222);
+#   scripts/nats-cluster.sh start DIR [PORT]   servers on PORT, PORT+1, PORT+2 (default 14222:
+#                                              Debian's nats-server service takes 4222);
 #                                              routes on PORT+100…, monitoring on PORT+200…
 #   scripts/nats-cluster.sh stop DIR           stops the servers started with DIR
 # Each server keeps its config, JetStream store, log and pid in DIR/nN/.
 set -eu
 command=${1:?usage: nats-cluster.sh start|stop DIR [PORT]}
 dir=${2:?usage: nats-cluster.sh start|stop DIR [PORT]}
-port=${3:-4222}
+port=${3:-14222}
 
 case $command in
 start)
