@@ -129,6 +129,8 @@ public struct ValidatedSettings: Sendable {
     public var stateDirectory: String?
     public var logLevel: Logger.Level
     public var backbone: BackboneOptions?
+    /// Settings that are valid but have no effect here, for the start to log.
+    public var notices: [String] = []
 
     public init(_ settings: DaemonSettings) throws(SettingsError) {
         guard let level = Logger.Level(rawValue: settings.logLevel) else {
@@ -169,10 +171,11 @@ public struct ValidatedSettings: Sendable {
             guard !servers.isEmpty, servers.allSatisfy({ $0.hasPrefix("nats://") || $0.hasPrefix("tls://") }) else {
                 throw SettingsError("backbone: expected nats://HOST:PORT URLs separated by commas, got '\(backbone)'")
             }
-            if settings.stateDir != nil {
-                throw SettingsError(
-                    "backbone and state_dir: with a backbone the shared log (JetStream) keeps the state; drop state_dir"
-                )
+            if let directory = settings.stateDir {
+                // The packaged unit always passes --state-dir: joining a backbone must not mean
+                // editing the unit. The start logs this.
+                notices.append(
+                    "state_dir \(directory) is not used: with a backbone the shared log (JetStream) keeps the state")
             }
             self.backbone = BackboneOptions(
                 servers: servers, leaseMilliseconds: settings.backboneLeaseMs, mayOwn: settings.backboneOwner,
@@ -203,7 +206,7 @@ public struct ValidatedSettings: Sendable {
         store.checkpointLogBytes = settings.checkpointLogBytes
         self.server = server
         self.store = store
-        self.stateDirectory = settings.stateDir
+        self.stateDirectory = backbone == nil ? settings.stateDir : nil
         self.logLevel = level
     }
 

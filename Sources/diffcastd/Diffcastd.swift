@@ -137,6 +137,7 @@ struct Diffcastd: ParsableCommand {
         ReloadableLogHandler.level.withLock { $0 = validated.logLevel }
         LoggingSystem.bootstrap { ReloadableLogHandler(label: $0) }
         let logger = Logger(label: "diffcastd")
+        for notice in validated.notices { logger.notice("\(notice)") }
         raiseFileDescriptorLimit()
         let environment = ProcessInfo.processInfo.environment
         let server = Server(

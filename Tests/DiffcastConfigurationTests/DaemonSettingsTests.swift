@@ -48,6 +48,23 @@ import Testing
         }
     }
 
+    @Test func aBackboneIsCheckedAndTakesOverFromTheStateDirectory() throws {
+        do {
+            _ = try ValidatedSettings(try DaemonSettings.load(yaml: "backbone: 127.0.0.1:4222\n", from: "f.yaml"))
+            Issue.record("a backbone without nats:// was accepted")
+        } catch {
+            #expect(error.description.contains("backbone: expected nats://HOST:PORT"))
+        }
+        let yaml = "backbone: nats://a:4222, nats://b:4222\nstate_dir: /var/lib/diffcast\nbackbone_owner: false\n"
+        let validated = try ValidatedSettings(try DaemonSettings.load(yaml: yaml, from: "f.yaml"))
+        #expect(validated.backbone?.servers == ["nats://a:4222", "nats://b:4222"])
+        #expect(validated.backbone?.mayOwn == false)
+        #expect(validated.stateDirectory == nil)
+        #expect(validated.notices.contains { $0.contains("state_dir /var/lib/diffcast is not used") })
+        let alone = try ValidatedSettings(try DaemonSettings.load(yaml: "state_dir: /d\n", from: "f.yaml"))
+        #expect(alone.backbone == nil && alone.stateDirectory == "/d" && alone.notices.isEmpty)
+    }
+
     @Test func aPartialFileKeepsTheOtherDefaults() throws {
         let settings = try DaemonSettings.load(yaml: "max_collections: 7\npublishers: [uid:0]\n", from: "f.yaml")
         #expect(settings.maxCollections == 7 && settings.publishers == ["uid:0"])
