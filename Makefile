@@ -1,5 +1,6 @@
 # Diffcast: `make run` starts the daemon, `make test` runs every test. Both install the Debian
-# packages they need first (libuv1-dev to build, netcat-openbsd and systemd's tools for the tests).
+# packages they need first (libuv1-dev and libnats-dev to build; netcat-openbsd, systemd's tools,
+# nats-server and curl for the tests).
 
 SWIFT ?= swift
 VERSION := $(shell sed -n 's/^\#define DIFFCAST_VERSION "\(.*\)"/\1/p' Sources/CBuildInfo/build_info.c)
