@@ -71,7 +71,10 @@ struct BackboneBenchmark: ParsableCommand {
         emit("|---|---:|---:|---:|")
         let daemons = [owner, follower, spare]
         for (name, over) in [("one daemon (the owner)", [owner]), ("three daemons", daemons)] {
-            let result = try fanOut(over: over, collection: "fan-\(over.count)")
+            // Writes go to the first daemon, which thereby owns the collection.
+            let result = try updateLatencies(
+                publisherPath: over[0].socketPath, subscriberPaths: over.map(\.socketPath),
+                collection: "fan-\(over.count)", subscribers: subscribers, writes: fanOutWrites)
             emit(
                 String(
                     format: "| %@ | %.0f | %.2f | %.2f |", name, result.deliveriesPerSecond,
@@ -121,52 +124,6 @@ struct BackboneBenchmark: ParsableCommand {
             throw BenchmarkError("refused: \(String(decoding: answer, as: UTF8.self))")
         }
         return answer
-    }
-
-    /// Subscribers spread evenly over `daemons`; writes go to the first one.
-    private func fanOut(over daemons: [ServerProcess], collection: String) throws -> PipelineBenchmark.Latency {
-        let publisher = try UnixSocket(path: daemons[0].socketPath)
-        try request(publisher, "apply \(collection) {\"sections\":[{\"id\":\"s\",\"items\":[\"a\"]}]}")
-        var sockets: [UnixSocket] = []
-        for index in 0..<subscribers {
-            let socket = try UnixSocket(path: daemons[index % daemons.count].socketPath)
-            try socket.send(Array("subscribe \(collection)\n".utf8))
-            sockets.append(socket)
-        }
-        for socket in sockets {
-            _ = socket.readLine()
-            _ = socket.readLine()
-        }
-        let sent = Mutex<[ContinuousClock.Instant]>([])
-        let latencies = Mutex<[Double]>([])
-        let deliveries = Atomic<Int>(0)
-        let expected = subscribers * fanOutWrites
-        let writes = fanOutWrites
-        let began = ContinuousClock.now
-        Thread {
-            let blob = String(repeating: "x", count: 900)
-            for index in 0..<writes {
-                sent.withLock { $0.append(ContinuousClock.now) }
-                try? publisher.send(
-                    Array("update_items \(collection) {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8)
-                )
-                guard publisher.readLine() != nil else { return }
-            }
-        }.start()
-        var linesSeen = Array(repeating: 0, count: sockets.count)
-        pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
-            let now = ContinuousClock.now
-            for byte in bytes where byte == UInt8(ascii: "\n") {
-                let latency = latency(ofWrite: linesSeen[index], receivedAt: now, sent: sent)
-                linesSeen[index] += 1
-                latencies.withLock { $0.append(latency) }
-                deliveries.add(1, ordering: .relaxed)
-            }
-        }
-        let elapsed = seconds(since: began)
-        for socket in sockets { socket.close() }
-        return PipelineBenchmark.Latency(
-            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 }, peakResident: 0)
     }
 
     /// Makes `owner` own `collection`, kills it, and writes through `survivor` every 10 ms until

@@ -215,54 +215,14 @@ struct PipelineBenchmark: ParsableCommand {
     private func latencyDiffcast(_ path: String) throws -> Latency {
         let server = try ServerProcess.diffcastd(socketPath: path)
         defer { server.stop() }
-        let publisher = try UnixSocket(path: path)
-        try publisher.send(Array("apply lat {\"sections\":[{\"id\":\"s\",\"items\":[\"a\"]}]}\n".utf8))
-        _ = publisher.readLine()
-        var sockets: [UnixSocket] = []
-        for _ in 0..<manySubscribers {
-            let socket = try UnixSocket(path: path)
-            try socket.send(Array("subscribe lat\n".utf8))
-            sockets.append(socket)
-        }
-        // Wait for every subscription (response and snapshot) before measuring.
-        for socket in sockets {
-            _ = socket.readLine()
-            _ = socket.readLine()
-        }
-        let sent = Mutex<[ContinuousClock.Instant]>([])
-        let latencies = Mutex<[Double]>([])
-        let deliveries = Atomic<Int>(0)
-        let expected = manySubscribers * latencyWrites
-        let sampler = MemorySampler(server)
-        let began = ContinuousClock.now
-        let writes = latencyWrites
-        let writer = Thread {
-            let blob = String(repeating: "x", count: 900)
-            for index in 0..<writes {
-                sent.withLock { $0.append(ContinuousClock.now) }
-                try? publisher.send(
-                    Array("update_items lat {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8))
-                guard publisher.readLine() != nil else { return }
-            }
-        }
-        writer.start()
-        // Each write is one version and one event line per subscriber (writes wait for their
-        // ack, so nothing coalesces): the k-th line a subscriber reads is the k-th write, and
-        // counting newlines costs the reader as little as counting bytes does for Redis.
-        var linesSeen = Array(repeating: 0, count: sockets.count)
-        pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
-            let now = ContinuousClock.now
-            for byte in bytes where byte == UInt8(ascii: "\n") {
-                let latency = latency(ofWrite: linesSeen[index], receivedAt: now, sent: sent)
-                linesSeen[index] += 1
-                latencies.withLock { $0.append(latency) }
-                deliveries.add(1, ordering: .relaxed)
-            }
-        }
-        let elapsed = seconds(since: began)
+        var sampler: MemorySampler?
+        let measured = try updateLatencies(
+            publisherPath: path, subscriberPaths: [path], collection: "lat", subscribers: manySubscribers,
+            writes: latencyWrites
+        ) { sampler = MemorySampler(server) }
         return Latency(
-            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies.withLock { $0 },
-            peakResident: sampler.stop())
+            deliveriesPerSecond: measured.deliveriesPerSecond, latencies: measured.latencies,
+            peakResident: sampler?.stop() ?? 0)
     }
 
     private func latencyRedis(_ path: String) throws -> Latency {

@@ -203,3 +203,57 @@ func latency(
         usleep(50)
     }
 }
+
+/// One publisher writes `writes` ~1 KB updates of one item to `collection` (made first, with
+/// that item) through `publisherPath`, each after the last one's answer; `subscribers`
+/// subscriptions, spread over `subscriberPaths`, count them. `beforeWriting` runs once every
+/// subscription is made. Returns deliveries per second and the latency of every delivery.
+func updateLatencies(
+    publisherPath: String, subscriberPaths: [String], collection: String, subscribers: Int, writes: Int,
+    beforeWriting: () -> Void = {}
+) throws -> (deliveriesPerSecond: Double, latencies: [Double]) {
+    let publisher = try UnixSocket(path: publisherPath)
+    try publisher.send(Array("apply \(collection) {\"sections\":[{\"id\":\"s\",\"items\":[\"a\"]}]}\n".utf8))
+    _ = publisher.readLine()
+    var sockets: [UnixSocket] = []
+    for index in 0..<subscribers {
+        let socket = try UnixSocket(path: subscriberPaths[index % subscriberPaths.count])
+        try socket.send(Array("subscribe \(collection)\n".utf8))
+        sockets.append(socket)
+    }
+    defer { sockets.forEach { $0.close() } }
+    // Wait for every subscription (response and snapshot) before measuring.
+    for socket in sockets {
+        _ = socket.readLine()
+        _ = socket.readLine()
+    }
+    beforeWriting()
+    let sent = Mutex<[ContinuousClock.Instant]>([])
+    let latencies = Mutex<[Double]>([])
+    let deliveries = Atomic<Int>(0)
+    let expected = subscribers * writes
+    let began = ContinuousClock.now
+    Thread {
+        let blob = String(repeating: "x", count: 900)
+        for index in 0..<writes {
+            sent.withLock { $0.append(ContinuousClock.now) }
+            try? publisher.send(
+                Array("update_items \(collection) {\"items\":[{\"id\":\"a\",\"data\":\"\(index)\(blob)\"}]}\n".utf8))
+            guard publisher.readLine() != nil else { return }
+        }
+    }.start()
+    // Each write is one version and one event line per subscriber (writes wait for their ack,
+    // so nothing coalesces): the k-th line a subscriber reads is the k-th write, and counting
+    // newlines costs the reader as little as counting bytes does for Redis.
+    var linesSeen = Array(repeating: 0, count: sockets.count)
+    pollAll(sockets, until: { deliveries.load(ordering: .relaxed) >= expected }) { index, bytes in
+        let now = ContinuousClock.now
+        for byte in bytes where byte == UInt8(ascii: "\n") {
+            let latency = latency(ofWrite: linesSeen[index], receivedAt: now, sent: sent)
+            linesSeen[index] += 1
+            latencies.withLock { $0.append(latency) }
+            deliveries.add(1, ordering: .relaxed)
+        }
+    }
+    return (Double(expected) / seconds(since: began), latencies.withLock { $0 })
+}

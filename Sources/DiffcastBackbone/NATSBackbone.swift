@@ -43,6 +43,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private let arrivalSignal = DispatchSemaphore(value: 0)
     private let wakeHandler = Mutex<(@Sendable () -> Void)?>(nil)
     private let leases = Mutex<[String: Lease]>([:])
+    /// Other daemons' leases as last read, so that forwarding a write does not ask the lease
+    /// store each time (see `remember`).
+    private let knownHolders = Mutex<[String: (node: String, until: ContinuousClock.Instant)]>([:])
     private let renewals = DispatchQueue(label: "diffcast.backbone.leases")
     /// Set once by `start`, cancelled by `stop`.
     private var renewalTimer: (any DispatchSourceTimer)?
@@ -138,10 +141,11 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     public func claim(_ collection: String) -> Claim {
         if let lease = leases.withLock({ $0[collection] }), lease.deadline > .now { return .owned(catchUpTo: nil) }
+        if let holder = knownHolder(of: collection) { return .heldBy(holder) }
         guard let bucket = leaseBucket.withLock({ $0 }) else { return .notOwned(reason: "the backbone is not started") }
         let key = SubjectToken.encode(collection)
         guard settings.mayOwn else {
-            if let holder = try? bucket.get(key) { return .heldBy(holder.value) }
+            if let holder = try? bucket.get(key) { return .heldBy(remember(holder.value, for: collection)) }
             return .notOwned(reason: "no daemon owns '\(collection)' and this one never owns (backbone_owner: false)")
         }
         let asked = ContinuousClock.now
@@ -151,20 +155,38 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         } catch {
             do {
                 guard let holder = try bucket.get(key) else { return .notOwned(reason: "its lease is changing hands") }
-                guard holder.value == node else { return .heldBy(holder.value) }
+                guard holder.value == node else { return .heldBy(remember(holder.value, for: collection)) }
                 revision = try bucket.update(key, node, last: holder.revision)
             } catch {
                 return .notOwned(reason: "the lease store did not answer (\(error))")
             }
         }
         do {
-            let last = try client.lastSequence(stream: Self.stream, subject: Self.subject(of: collection))
+            let last = try client.lastMessage(stream: Self.stream, subject: Self.subject(of: collection))?.sequence ?? 0
             leases.withLock { $0[collection] = Lease(revision: revision, deadline: deadline(from: asked)) }
             logger.info("took the lease", metadata: ["collection": "\(collection)", "log_end": "\(last)"])
             return .owned(catchUpTo: last)
         } catch {
             return .notOwned(reason: "the shared log did not answer (\(error))")
         }
+    }
+
+    /// The holder of a collection's lease as last read, while that answer is fresh.
+    private func knownHolder(of collection: String) -> String? {
+        let now = ContinuousClock.now
+        return knownHolders.withLock { $0[collection].flatMap { $0.until > now ? $0.node : nil } }
+    }
+
+    /// Trusts a holder read from the lease store for one lease length; a forward that finds it
+    /// gone (no answer, or "not the owner") forgets it sooner.
+    private func remember(_ holder: String, for collection: String) -> String {
+        let until = ContinuousClock.now + .milliseconds(settings.leaseMilliseconds)
+        knownHolders.withLock { $0[collection] = (holder, until) }
+        return holder
+    }
+
+    private func forgetHolder(of collection: String) {
+        knownHolders.withLock { $0[collection] = nil }
     }
 
     public func release(_ collection: String) {
@@ -183,7 +205,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             do {
                 let stored = try client.publish(
                     subject, payload, messageID: messageID, expectedLastSequence: after, timeoutMilliseconds: 2_000)
-                return .stored(sequence: stored.sequence)
+                return .stored(sequence: stored)
             } catch let error as NATSError {
                 if error.isWrongLastSequence { return .fenced }
                 guard error.isAmbiguous, ContinuousClock.now < giveUp else { return .failed(error.description) }
@@ -212,6 +234,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
                     guard responses.count == lines.count else { return .unavailable("the owner answered out of step") }
                     return .answered(sequence: sequence, responses: responses)
                 case .notOwner(let owner)?:
+                    forgetHolder(of: collection)
                     hint = owner
                 case .unavailable(let reason)?:
                     return .unavailable(reason)
@@ -219,12 +242,14 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
                     return .unavailable("the owner's answer does not parse")
                 }
             case .failure(let error) where error.status == NATS_NO_RESPONDERS:
+                forgetHolder(of: collection)
                 guard let hint else { return .unavailable("no daemon that may own collections is running") }
                 let seconds = Double(settings.leaseMilliseconds) / 1000
                 return .unavailable(
                     "the owner of '\(collection)' (\(hint)) does not answer; another daemon takes it over when its "
                         + "lease ends, within \(seconds) s: retry")
             case .failure(let error):
+                forgetHolder(of: collection)
                 return .unavailable(
                     "the owner of '\(collection)' did not answer in time (\(error)); the write may or may not be applied"
                 )
@@ -246,12 +271,17 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     }
 
     public func loadSnapshot(of collection: String) -> [UInt8]? {
-        try? client.lastMessage(stream: Self.snapshots, subject: "diffcast.snapshot.\(SubjectToken.encode(collection))")
+        try? client.lastMessage(
+            stream: Self.snapshots, subject: "diffcast.snapshot.\(SubjectToken.encode(collection))")?
+            .data
     }
 
     public func stop() {
         renewalTimer?.cancel()
-        let held = leases.withLock { $0.swapAndClear() }
+        let held = leases.withLock { leases in
+            defer { leases = [:] }
+            return leases
+        }
         if let bucket = leaseBucket.withLock({ $0 }) {
             for (collection, lease) in held where lease.deadline > .now {
                 bucket.delete(SubjectToken.encode(collection))
@@ -340,13 +370,5 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             waitForArrivals(timeoutMilliseconds: 20)
             serving()
         }
-    }
-}
-
-extension Dictionary {
-    fileprivate mutating func swapAndClear() -> [Key: Value] {
-        var taken: [Key: Value] = [:]
-        swap(&taken, &self)
-        return taken
     }
 }

@@ -76,7 +76,11 @@ final class NATSClient: @unchecked Sendable {
 
     /// Unsubscribes, flushes and closes the connection.
     func close() {
-        for subscription in subscriptions.withLock({ $0.swapAndClear() }) {
+        let open = subscriptions.withLock { subscriptions in
+            defer { subscriptions = [] }
+            return subscriptions
+        }
+        for subscription in open {
             natsSubscription_Unsubscribe(subscription.pointer)
             natsSubscription_Destroy(subscription.pointer)
         }
@@ -127,54 +131,44 @@ final class NATSClient: @unchecked Sendable {
         jsStreamInfo_Destroy(info)
     }
 
-    /// Appends a message to a stream's subject, only if the subject's last message is still
-    /// `expectedLastSequence` (0: the subject is empty). `messageID` makes a retry of the same
-    /// message (after a timeout) answer with the first copy's sequence instead of storing twice.
+    /// Appends a message to a stream's subject; returns its stream sequence. With
+    /// `expectedLastSequence`, only if the subject's last message is still that one (0: the
+    /// subject is empty). A `messageID` makes a retry of the same message (after a timeout)
+    /// answer with the first copy's sequence instead of storing it twice.
     func publish(
-        _ subject: String, _ data: [UInt8], messageID: String, expectedLastSequence: UInt64,
+        _ subject: String, _ data: [UInt8], messageID: String? = nil, expectedLastSequence: UInt64? = nil,
         timeoutMilliseconds: Int64
-    ) throws -> (sequence: UInt64, duplicate: Bool) {
+    ) throws -> UInt64 {
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = timeoutMilliseconds
-        if expectedLastSequence == 0 {
-            options.ExpectNoMessage = true
-        } else {
-            options.ExpectLastSubjectSeq = expectedLastSequence
+        switch expectedLastSequence {
+        case 0?: options.ExpectNoMessage = true
+        case let sequence?: options.ExpectLastSubjectSeq = sequence
+        case nil: break
         }
+        let id = messageID.flatMap { strdup($0) }
+        defer { free(id) }
+        options.MsgId = id.map { UnsafePointer($0) }
         var code = jsErrCode(0)
         var ack: UnsafeMutablePointer<jsPubAck>?
-        let status = messageID.withCString { id in
-            options.MsgId = id
-            return data.withUnsafeBytes { bytes in
-                js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &code)
-            }
+        let status = data.withUnsafeBytes { bytes in
+            js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &code)
         }
         guard status == NATS_OK, let ack else { throw NATSError("publishing to \(subject)", status, code: code) }
         defer { jsPubAck_Destroy(ack) }
-        return (ack.pointee.Sequence, ack.pointee.Duplicate)
+        return ack.pointee.Sequence
     }
 
-    /// The stream sequence of the subject's last message, 0 when it has none.
-    func lastSequence(stream: String, subject: String) throws -> UInt64 {
-        var message: OpaquePointer?
-        var code = jsErrCode(0)
-        let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &code)
-        if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return 0 }
-        guard status == NATS_OK, let message else { throw NATSError("last message of \(subject)", status, code: code) }
-        defer { natsMsg_Destroy(message) }
-        return natsMsg_GetSequence(message)
-    }
-
-    /// The data of the subject's last message, nil when it has none.
-    func lastMessage(stream: String, subject: String) throws -> [UInt8]? {
+    /// The subject's last message (its stream sequence and data), nil when it has none.
+    func lastMessage(stream: String, subject: String) throws -> (sequence: UInt64, data: [UInt8])? {
         var message: OpaquePointer?
         var code = jsErrCode(0)
         let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &code)
         if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return nil }
         guard status == NATS_OK, let message else { throw NATSError("last message of \(subject)", status, code: code) }
         defer { natsMsg_Destroy(message) }
-        return Self.data(of: message)
+        return (natsMsg_GetSequence(message), Self.data(of: message))
     }
 
     /// The last message of every subject of a stream matching `subject`.
@@ -218,21 +212,6 @@ final class NATSClient: @unchecked Sendable {
             return js_PurgeStream(jetStream, stream, &options, &code)
         }
         guard status == NATS_OK else { throw NATSError("purging \(subject)", status, code: code) }
-    }
-
-    /// Stores a message without expectations; returns its sequence.
-    func publish(_ subject: String, _ data: [UInt8], timeoutMilliseconds: Int64) throws -> UInt64 {
-        var options = jsPubOptions()
-        jsPubOptions_Init(&options)
-        options.MaxWait = timeoutMilliseconds
-        var code = jsErrCode(0)
-        var ack: UnsafeMutablePointer<jsPubAck>?
-        let status = data.withUnsafeBytes { bytes in
-            js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &code)
-        }
-        guard status == NATS_OK, let ack else { throw NATSError("publishing to \(subject)", status, code: code) }
-        defer { jsPubAck_Destroy(ack) }
-        return ack.pointee.Sequence
     }
 
     /// The stream's last sequence over all its subjects.
@@ -411,12 +390,4 @@ final class KeyValueBucket: @unchecked Sendable {
 
 private func check(_ status: natsStatus, _ what: String) throws {
     guard status == NATS_OK else { throw NATSError(what, status) }
-}
-
-extension Array {
-    fileprivate mutating func swapAndClear() -> [Element] {
-        var taken: [Element] = []
-        swap(&taken, &self)
-        return taken
-    }
 }

@@ -113,7 +113,7 @@ public final class ApplyEngine {
     }
 
     private func handle(_ request: Request, _ address: ResponseAddress) {
-        if let reason = readOnlyReason, refusesWhileReadOnly(request.command) {
+        if let reason = readOnlyReason, changesLog(request.command) {
             if case .write = request.command { statistics.writesRejected += 1 }
             return fail(request, address, .unavailable(reason))
         }
@@ -169,9 +169,10 @@ public final class ApplyEngine {
         }
     }
 
-    /// Whether a request would change what the log holds (refused while read-only): writes,
-    /// drops, and a subscription that creates its collection.
-    private func refusesWhileReadOnly(_ command: Command) -> Bool {
+    /// Whether a request would change what the log holds: writes, drops, and a subscription
+    /// that creates its collection. Refused while read-only; with a backbone, only a
+    /// collection's owner may run them.
+    public func changesLog(_ command: Command) -> Bool {
         switch command {
         case .write, .drop: true
         case .subscribe(let name, _, _): existing(name) == nil
@@ -242,17 +243,19 @@ public final class ApplyEngine {
             guard let state = collections[name] else {
                 throw RecoveryError.inconsistent("a batch for '\(name)', which does not exist")
             }
-            let parser = RequestParser()
-            for line in writes {
-                guard case .write(_, let operation) = try parser.parse(line: line).command else {
-                    throw RecoveryError.inconsistent("a logged line of '\(name)' is not a write")
-                }
-                try state.document.apply(operation)
-            }
+            for line in writes { try redo(line, on: state) }
             _ = state.document.takeMarks()
             state.version = version
             state.remember(state.document.snapshot, as: version)
         }
+    }
+
+    /// Applies one logged write line again, as it was applied when it was logged.
+    private func redo(_ line: [UInt8], on state: CollectionState) throws {
+        guard case .write(_, let operation) = try RequestParser().parse(line: line).command else {
+            throw RecoveryError.inconsistent("a logged line of '\(state.name)' is not a write")
+        }
+        try state.document.apply(operation)
     }
 
     /// Every existing collection's state, for a checkpoint.
@@ -346,11 +349,9 @@ public final class ApplyEngine {
                     continue
                 }
                 openBatches[name] = OpenBatch(base: state.document.snapshot)
-                let parser = RequestParser()
                 for line in writes {
                     do {
-                        guard case .write(_, let operation) = try parser.parse(line: line).command else { continue }
-                        try state.document.apply(operation)
+                        try redo(line, on: state)
                     } catch {
                         logger?.error("shared log: a write that does not apply", metadata: ["collection": "\(name)"])
                     }

@@ -81,13 +81,9 @@ public final class ApplyQueue: Sendable {
         deliver(outcomes)
     }
 
-    /// Schedules a drain with no new jobs: something arrived from the backbone.
+    /// Schedules a drain with no new jobs, at once: something arrived from the backbone.
     private func wake() {
-        let mustSchedule = inbox.withLock { inbox in
-            defer { inbox.drainScheduled = true }
-            return !inbox.drainScheduled
-        }
-        if mustSchedule { worker.async { self.drain() } }
+        enqueue([], after: nil)
     }
 
     /// Waits for the jobs in flight, then folds the log into a checkpoint so the next start is
@@ -109,6 +105,11 @@ public final class ApplyQueue: Sendable {
     /// Queues jobs in order; safe from any thread.
     public func submit(_ jobs: [Job]) {
         guard !jobs.isEmpty else { return }
+        enqueue(jobs, after: coalesceWindow)
+    }
+
+    /// Adds jobs to the inbox and schedules a drain (after `window`) unless one is scheduled.
+    private func enqueue(_ jobs: [Job], after window: DispatchTimeInterval?) {
         let now = ContinuousClock.now
         let mustSchedule = inbox.withLock { inbox in
             inbox.jobs.append(contentsOf: jobs)
@@ -117,8 +118,8 @@ public final class ApplyQueue: Sendable {
             return !inbox.drainScheduled
         }
         guard mustSchedule else { return }
-        if let coalesceWindow {
-            worker.asyncAfter(deadline: .now() + coalesceWindow) { self.drain() }
+        if let window {
+            worker.asyncAfter(deadline: .now() + window) { self.drain() }
         } else {
             worker.async { self.drain() }
         }

@@ -148,12 +148,9 @@ final class SharedLogApplier {
     // MARK: - Jobs
 
     private func handle(_ jobs: [Job], of name: String?) {
-        guard let name, jobs.contains(where: { needsOwner($0, name) }) else {
+        guard let name, jobs.contains(where: changesLog) else {
+            // Reads: they log nothing, any daemon answers them.
             outcomes += engine.process(jobs).map(withBackboneStatistics)
-            if !engine.takeLogRecords().isEmpty {
-                logger.error("a read changed the log; rolled back")
-                engine.rollBackLastBatch()
-            }
             _ = engine.commitLastBatch()
             return
         }
@@ -178,15 +175,9 @@ final class SharedLogApplier {
         return .statistics(address, id: id, statistics)
     }
 
-    /// Whether a job changes what the log holds: a write, a drop, a subscription that creates
-    /// its collection.
-    private func needsOwner(_ job: Job, _ name: String) -> Bool {
+    private func changesLog(_ job: Job) -> Bool {
         guard case .request(let request, _) = job else { return false }
-        switch request.command {
-        case .write, .drop: return true
-        case .subscribe: return !engine.holds(name)
-        default: return false
-        }
+        return engine.changesLog(request.command)
     }
 
     /// Applies jobs as the collection's owner and appends their records to the log. Returns
@@ -258,15 +249,15 @@ final class SharedLogApplier {
             refuse(jobs, because: reason)
         case .answered(let sequence, let responses):
             waitForLog(through: sequence, timeoutMilliseconds: Self.logWaitMilliseconds)
-            var answers = zip(requests, responses).makeIterator()
+            var answers = responses.makeIterator()
             for job in jobs {
                 guard case .request(let request, let address) = job else {
                     outcomes += engine.process([job])
                     continue
                 }
-                guard let (_, response) = answers.next() else { continue }
+                guard let response = answers.next() else { continue }
                 if case .subscribe = request.command, Self.isSuccess(response) {
-                    subscribeAfterForwarding(job, request, address)
+                    subscribeAfterForwarding(job, to: name)
                 } else if case .write = request.command, let version = Self.acknowledgedVersion(response) {
                     outcomes.append(
                         .acknowledged(address, SharedBytes(response), VersionMark(collection: name, version: version)))
@@ -277,13 +268,13 @@ final class SharedLogApplier {
         }
     }
 
-    private func subscribeAfterForwarding(_ job: Job, _ request: Request, _ address: ResponseAddress) {
-        guard case .subscribe(let name, _, _) = request.command, engine.holds(name) else {
+    /// A subscription is made here once its collection, made by the owner, has arrived.
+    private func subscribeAfterForwarding(_ job: Job, to name: String) {
+        guard engine.holds(name) else {
             // The owner made it, but its log has not reached this daemon in time.
-            return refuse([job], because: "collection '\(request.command.collection ?? "")' is not here yet; retry")
+            return refuse([job], because: "collection '\(name)' is not here yet; retry")
         }
         outcomes += engine.process([job])
-        _ = engine.takeLogRecords()
         _ = engine.commitLastBatch()
     }
 
