@@ -73,86 +73,115 @@ public enum Differ {
     /// the same order: they stay put, so only the middle needs hashing. Data changes among them
     /// are listed as the scan finds them.
     private static func commonEnds(
-        old oldItems: [Item], new newItems: [Item], newSectionIndex: Int, into changes: inout ItemChanges
+        old oldItems: ItemList, new newItems: ItemList, newSectionIndex: Int, into changes: inout ItemChanges
     ) -> (prefix: Int, suffix: Int) {
         let limit = min(oldItems.count, newItems.count)
         var prefix = 0
-        while prefix < limit, oldItems[prefix].id == newItems[prefix].id {
-            if oldItems[prefix].data != newItems[prefix].data {
-                let item = newItems[prefix]
+        var oldCursor = ItemList.Cursor(oldItems)
+        var newCursor = ItemList.Cursor(newItems)
+        while prefix < limit, oldCursor.item.id == newCursor.item.id {
+            if oldCursor.item.data != newCursor.item.data {
+                let item = newCursor.item
                 changes.updated.append(.init(at: ItemPath(newSectionIndex, prefix), id: item.id, data: item.data))
             }
             prefix += 1
+            oldCursor.advance()
+            newCursor.advance()
         }
         var suffix = 0
-        while suffix < limit - prefix,
-            oldItems[oldItems.count - 1 - suffix].id == newItems[newItems.count - 1 - suffix].id
-        {
-            let newIndex = newItems.count - 1 - suffix
-            if oldItems[oldItems.count - 1 - suffix].data != newItems[newIndex].data {
-                let item = newItems[newIndex]
+        var oldBack = ItemList.BackwardCursor(oldItems)
+        var newBack = ItemList.BackwardCursor(newItems)
+        while suffix < limit - prefix, oldBack.item.id == newBack.item.id {
+            if oldBack.item.data != newBack.item.data {
+                let item = newBack.item
+                let newIndex = newItems.count - 1 - suffix
                 changes.updated.append(.init(at: ItemPath(newSectionIndex, newIndex), id: item.id, data: item.data))
             }
             suffix += 1
+            oldBack.retreat()
+            newBack.retreat()
         }
         return (prefix, suffix)
     }
 
+    /// The full diff of the items of restructured sections: every old item between the common
+    /// ends goes into one `IdentifierTable`, every new one is looked up in it once. The old
+    /// items are reached through their chunks (a chunk ordinal and an offset), never copied.
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
-        // Flat copies of the restructured sections, by section index: walking them beats
-        // locating every position.
-        var oldItemsBySection = [[Item]](repeating: [], count: old.sections.count)
-        for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
-            oldItemsBySection[sectionIndex] = section.items.flattened
-        }
-        var newItemsBySection = [[Item]](repeating: [], count: new.sections.count)
+        // The middle (between the common ends) of every restructured section, old and new.
+        var oldMiddles = [Range<Int>?](repeating: nil, count: old.sections.count)
+        var newMiddles: [(section: Int, oldSection: Int?, range: Range<Int>)] = []
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            newItemsBySection[sectionIndex] = section.items.flattened
+            guard let oldSectionIndex = old.position(ofSection: section.id) else {
+                newMiddles.append((sectionIndex, nil, 0..<section.items.count))
+                continue
+            }
+            let oldItems = old.sections[oldSectionIndex].items
+            let ends = commonEnds(
+                old: oldItems, new: section.items, newSectionIndex: sectionIndex, into: &changes)
+            oldMiddles[oldSectionIndex] = ends.prefix..<(oldItems.count - ends.suffix)
+            newMiddles.append((sectionIndex, oldSectionIndex, ends.prefix..<(section.items.count - ends.suffix)))
         }
-        var middles: [Identifier: (prefix: Int, suffix: Int)] = [:]
-        for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            guard let oldSectionIndex = old.position(ofSection: section.id) else { continue }
-            middles[section.id] = commonEnds(
-                old: oldItemsBySection[oldSectionIndex], new: newItemsBySection[sectionIndex],
-                newSectionIndex: sectionIndex, into: &changes)
+        for (sectionIndex, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
+            oldMiddles[sectionIndex] = 0..<section.items.count
         }
-        // The old items between the common ends, in one table sized once: identifier → their
-        // rank in `oldPaths`; `claimed` marks the ones a new item took.
-        var oldPaths: [ItemPath] = []
-        for (sectionIndex, section) in old.sections.enumerated() where isRestructured(section, in: new) {
-            let ends = middles[section.id] ?? (0, 0)
-            for itemIndex in ends.prefix..<(oldItemsBySection[sectionIndex].count - ends.suffix) {
-                oldPaths.append(ItemPath(sectionIndex, itemIndex))
+        // Old items by rank: the chunk they are in and their offset there.
+        var chunks: [OldChunk] = []
+        var references: [OldItemReference] = []
+        references.reserveCapacity(oldMiddles.reduce(0) { $0 + ($1?.count ?? 0) })
+        for (sectionIndex, middle) in oldMiddles.enumerated() {
+            guard let middle, !middle.isEmpty else { continue }
+            let list = old.sections[sectionIndex].items
+            var (chunk, offset) = list.locate(middle.lowerBound)
+            var position = middle.lowerBound
+            while position < middle.upperBound {
+                let items = list.chunks[chunk].items
+                chunks.append(OldChunk(section: sectionIndex, start: position - offset, items: items))
+                let end = min(items.count, offset + middle.upperBound - position)
+                for itemOffset in offset..<end {
+                    references.append(OldItemReference(chunk: UInt32(chunks.count - 1), offset: UInt32(itemOffset)))
+                }
+                position += end - offset
+                chunk += 1
+                offset = 0
             }
         }
-        var oldRanks: [Identifier: Int] = [:]
-        oldRanks.reserveCapacity(oldPaths.count)
-        for (rank, path) in oldPaths.enumerated() {
-            oldRanks[oldItemsBySection[path.section][path.item].id] = rank
+        func oldItem(_ rank: Int) -> Item {
+            let reference = references[rank]
+            return chunks[Int(reference.chunk)].items[Int(reference.offset)]
         }
-        var claimed = [Bool](repeating: false, count: oldPaths.count)
-        for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            let oldSectionIndex = old.position(ofSection: section.id)
-            let ends = middles[section.id] ?? (0, 0)
-            let items = newItemsBySection[sectionIndex]
+        func oldPath(_ rank: Int) -> ItemPath {
+            let reference = references[rank]
+            let chunk = chunks[Int(reference.chunk)]
+            return ItemPath(chunk.section, chunk.start + Int(reference.offset))
+        }
+        let identifierAt = { (rank: Int) in oldItem(rank).id }
+        var table = IdentifierTable(capacity: references.count)
+        for rank in references.indices {
+            _ = table.insert(oldItem(rank).id, at: rank, identifierAt: identifierAt)
+        }
+        var claimed = [Bool](repeating: false, count: references.count)
+        for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
-            for itemIndex in ends.prefix..<(items.count - ends.suffix) {
-                let item = items[itemIndex]
+            var cursor = ItemList.Cursor(new.sections[sectionIndex].items, at: middle.lowerBound)
+            for itemIndex in middle {
+                let item = cursor.item
+                cursor.advance()
                 let newPath = ItemPath(sectionIndex, itemIndex)
-                guard let rank = oldRanks[item.id], !claimed[rank] else {
+                guard let rank = table.find(item.id, identifierAt: identifierAt), !claimed[rank] else {
                     changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))
                     continue
                 }
                 claimed[rank] = true
-                let oldPath = oldPaths[rank]
-                if oldPath.section == oldSectionIndex {
-                    stayCandidates.append((itemIndex, oldPath.item))
+                let path = oldPath(rank)
+                if path.section == oldSectionIndex {
+                    stayCandidates.append((itemIndex, path.item))
                 } else {
-                    changes.moved.append(.init(from: oldPath, to: newPath, id: item.id))
+                    changes.moved.append(.init(from: path, to: newPath, id: item.id))
                 }
-                if oldItemsBySection[oldPath.section][oldPath.item].data != item.data {
+                if oldItem(rank).data != item.data {
                     changes.updated.append(.init(at: newPath, id: item.id, data: item.data))
                 }
             }
@@ -164,14 +193,31 @@ public enum Differ {
                     .init(
                         from: ItemPath(oldSectionIndex, candidate.oldIndex),
                         to: ItemPath(sectionIndex, candidate.newIndex),
-                        id: items[candidate.newIndex].id))
+                        id: new.sections[sectionIndex].items[candidate.newIndex].id))
             }
         }
         // What nobody claimed was removed; items of deleted sections go with their section unlisted.
         let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
-        for (rank, path) in oldPaths.enumerated() where !claimed[rank] && surviving[path.section] {
-            changes.deleted.append(.init(at: path, id: oldItemsBySection[path.section][path.item].id))
+        for rank in references.indices where !claimed[rank] {
+            let path = oldPath(rank)
+            if surviving[path.section] {
+                changes.deleted.append(.init(at: path, id: oldItem(rank).id))
+            }
         }
+    }
+
+    /// A chunk of an old restructured section: its items (shared, not copied), the section and
+    /// the position of its first item.
+    private struct OldChunk {
+        var section: Int
+        var start: Int
+        var items: [Item]
+    }
+
+    /// Where an old item of the full diff is: its chunk's ordinal and its offset in the chunk.
+    private struct OldItemReference {
+        var chunk: UInt32
+        var offset: UInt32
     }
 
     /// Where an item the writes restructured stood: its position, and how many untouched items

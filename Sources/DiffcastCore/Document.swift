@@ -5,8 +5,13 @@
 /// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
 public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
-    /// The section and chunk of every item.
-    private var directory: [Identifier: ItemLocation] = [:]
+    /// The chunk of every item.
+    private var directory = ItemDirectory()
+    /// The section of every chunk, when there is more than one section (with one, it holds
+    /// every chunk). Entries of chunks that are gone may linger until the next rebuild.
+    private var chunkOwners: [ItemList.ChunkID: Identifier] = [:]
+    /// How many entries `chunkOwners` may reach before it is rebuilt without the lingering ones.
+    private var chunkOwnersLimit = 0
     private var marks = ChangeMarks()
     /// Open while a batch or a transaction runs: how to put the directory back.
     private var undo: UndoLog?
@@ -26,15 +31,22 @@ public struct Document: Sendable {
 
     public var itemCount: Int { directory.count }
 
-    public func containsItem(_ id: Identifier) -> Bool { directory[id] != nil }
+    public func containsItem(_ id: Identifier) -> Bool { location(of: id) != nil }
 
     /// The position of an item in the current snapshot, or nil when there is no such item: a
     /// scan of its section's chunk table and of one chunk, never of the whole section.
     public func location(of id: Identifier) -> (section: Int, item: Int)? {
-        guard let location = directory[id], let sectionIndex = snapshot.position(ofSection: location.section),
-            let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: location.chunk)
+        guard let chunk = directory.candidateChunk(of: id), let sectionIndex = section(holding: chunk),
+            let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: chunk)
         else { return nil }
         return (sectionIndex, itemIndex)
+    }
+
+    /// The position of the section that holds `chunk` (or, with one section, of that section).
+    private func section(holding chunk: ItemList.ChunkID) -> Int? {
+        if snapshot.sections.count == 1 { return 0 }
+        guard let owner = chunkOwners[chunk] else { return nil }
+        return snapshot.position(ofSection: owner)
     }
 
     /// Folds the digests of the chunks the writes changed (see `Snapshot.refreshDigests()`).
@@ -113,12 +125,18 @@ public struct Document: Sendable {
     /// newest first, the snapshot and marks as they were.
     private mutating func rollBack(to point: Checkpoint) {
         while let count = undo?.directoryChanges.count, count > point.directoryChanges,
-            let (id, location) = undo?.directoryChanges.removeLast()
+            let change = undo?.directoryChanges.removeLast()
         {
-            directory[id] = location
+            switch change {
+            case .added(let id): directory.remove(id)
+            case .moved(let id, let chunk): directory.move(id, to: chunk)
+            case .removed(let id, let chunk): directory.add(id, chunk: chunk)
+            case .replaced(let previous): directory = previous
+            }
         }
         snapshot = point.snapshot
         marks = point.marks
+        rebuildChunkOwners()
     }
 
     private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
@@ -161,17 +179,17 @@ public struct Document: Sendable {
             try checkNewItems(items)
             insertItems(items, section: section, at: anchor.isBefore ? item : item + 1)
         case .deleteItems(let ids):
-            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            for id in ids where !containsItem(id) { throw .unknownItem(id) }
             deleteItems(Set(ids))
         case .deleteAll:
             try replaceAll(with: [])
         case .moveItem(let id, let anchor):
             try moveItem(id, anchor: anchor)
         case .reloadItems(let ids):
-            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            for id in ids where !containsItem(id) { throw .unknownItem(id) }
             marks.reloadedItems.formUnion(ids)
         case .reconfigureItems(let ids):
-            for id in ids where directory[id] == nil { throw .unknownItem(id) }
+            for id in ids where !containsItem(id) { throw .unknownItem(id) }
             marks.reconfiguredItems.formUnion(ids)
         case .updateItems(let updates):
             try updateItems(updates)
@@ -195,29 +213,27 @@ public struct Document: Sendable {
         let sections = inputs.map { input in
             Section(id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
         }
-        var newDirectory: [Identifier: ItemLocation] = [:]
-        newDirectory.reserveCapacity(inputs.reduce(0) { $0 + $1.items.count })
-        for section in sections {
-            var duplicate: Identifier?
+        var newDirectory = ItemDirectory(capacity: inputs.reduce(0) { $0 + $1.items.count })
+        var duplicate: Identifier?
+        for section in sections where duplicate == nil {
             section.items.forEachPlacement { id, chunk in
-                if newDirectory.updateValue(ItemLocation(section: section.id, chunk: chunk), forKey: id) != nil {
-                    duplicate = duplicate ?? id
+                // A shared hash is a duplicate or (in practice never) two identifiers with one
+                // hash: counting says which.
+                if !newDirectory.add(id, chunk: chunk), duplicate == nil,
+                    Self.occurrences(of: id, in: sections, atLeast: 2)
+                {
+                    duplicate = id
                 }
             }
-            if let duplicate { throw .duplicateIdentifier(kind: .item, id: duplicate) }
         }
-        if undo != nil {
-            for (id, location) in directory where newDirectory[id] == nil {
-                undo?.directoryChanges.append((id, location))
-            }
-            for (id, _) in newDirectory {
-                undo?.directoryChanges.append((id, directory[id]))
-            }
-        }
+        if let duplicate { throw .duplicateIdentifier(kind: .item, id: duplicate) }
+        undo?.directoryChanges.append(.replaced(directory))
         directory = newDirectory
         snapshot.replaceSections(sections)
-        let alive = { (id: Identifier) in newDirectory[id] != nil }
-        marks.keepItems(where: alive)
+        rebuildChunkOwners()
+        var keptMarks = marks
+        keptMarks.keepItems(where: { containsItem($0) })
+        marks = keptMarks
         marks.replacedEverything = true
         marks.reloadedSections = marks.reloadedSections.filter { sectionIDs.contains($0) }
     }
@@ -234,12 +250,17 @@ public struct Document: Sendable {
             let section = Section(
                 id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
             section.items.forEachPlacement { id, chunk in
-                setLocation(ItemLocation(section: input.id, chunk: chunk), for: id)
+                addLocation(chunk, for: id)
                 marks.restructuredItems.insert(id)
             }
             sections.append(section)
         }
         snapshot.insertSections(sections, at: position)
+        if snapshot.sections.count > 1, chunkOwners.isEmpty || chunkOwners.count >= chunkOwnersLimit {
+            rebuildChunkOwners()
+        } else if snapshot.sections.count > 1 {
+            for section in sections { section.items.forEachChunk { chunkOwners[$0] = section.id } }
+        }
     }
 
     private mutating func deleteSections(_ ids: [Identifier]) throws(DiffcastError) {
@@ -248,13 +269,14 @@ public struct Document: Sendable {
         for index in indices {
             let section = snapshot.sections[index]
             for item in section.items {
-                setLocation(nil, for: item.id)
+                removeLocation(of: item.id)
                 marks.forgetItem(item.id)
                 marks.restructuredItems.insert(item.id)
             }
             marks.reloadedSections.remove(section.id)
         }
         snapshot.removeSections(at: Array(indices))
+        if snapshot.sections.count <= 1 { chunkOwners = [:] }
     }
 
     private mutating func moveSection(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
@@ -274,22 +296,31 @@ public struct Document: Sendable {
     /// Throws when an item is already in the collection or appears twice among `items`.
     private func checkNewItems(_ items: [Item]) throws(DiffcastError) {
         var seen = Set<Identifier>()
-        for item in items where directory[item.id] != nil || !seen.insert(item.id).inserted {
+        for item in items where containsItem(item.id) || !seen.insert(item.id).inserted {
             throw .duplicateIdentifier(kind: .item, id: item.id)
         }
     }
 
+    /// Inserts items new to the document (checked, or just taken out by a move).
     private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
         let sectionID = snapshot.sections[sectionIndex].id
         let revision = nextRevision()
+        // Entered before their chunk is known, so that every placement below is a move.
+        for item in items { addLocation(0, for: item.id) }
         let placements = snapshot.withSection(at: sectionIndex) { section in
             section.structureRevision = revision
             section.contentRevision = revision
             return section.items.insert(contentsOf: items, at: position)
         }
+        var lastChunk: ItemList.ChunkID?
         for (id, chunk) in placements {
-            setLocation(ItemLocation(section: sectionID, chunk: chunk), for: id)
+            moveLocation(of: id, to: chunk)
+            if chunk != lastChunk, snapshot.sections.count > 1 {
+                chunkOwners[chunk] = sectionID
+                lastChunk = chunk
+            }
         }
+        if snapshot.sections.count > 1, chunkOwners.count >= chunkOwnersLimit { rebuildChunkOwners() }
         for item in items {
             marks.restructuredItems.insert(item.id)
         }
@@ -306,7 +337,7 @@ public struct Document: Sendable {
             }
         }
         for id in ids {
-            setLocation(nil, for: id)
+            removeLocation(of: id)
             marks.forgetItem(id)
             marks.restructuredItems.insert(id)
         }
@@ -341,7 +372,7 @@ public struct Document: Sendable {
             section.structureRevision = revision
             section.contentRevision = revision
         }
-        setLocation(nil, for: id)
+        removeLocation(of: id)
         guard let target = location(of: anchor.identifier) else { return }
         insertItems([item], section: target.section, at: anchor.isBefore ? target.item : target.item + 1)
     }
@@ -368,11 +399,49 @@ public struct Document: Sendable {
         Revision.next()
     }
 
-    private mutating func setLocation(_ location: ItemLocation?, for id: Identifier) {
-        if undo != nil {
-            undo?.directoryChanges.append((id, directory[id]))
+    /// Enters an item new to the directory.
+    private mutating func addLocation(_ chunk: ItemList.ChunkID, for id: Identifier) {
+        undo?.directoryChanges.append(.added(id))
+        directory.add(id, chunk: chunk)
+    }
+
+    /// Records the new chunk of an item in the directory.
+    private mutating func moveLocation(of id: Identifier, to chunk: ItemList.ChunkID) {
+        if undo != nil, let previous = directory.candidateChunk(of: id) {
+            undo?.directoryChanges.append(.moved(id, from: previous))
         }
-        directory[id] = location
+        directory.move(id, to: chunk)
+    }
+
+    /// Takes an item in the directory out of it.
+    private mutating func removeLocation(of id: Identifier) {
+        if undo != nil, let previous = directory.candidateChunk(of: id) {
+            undo?.directoryChanges.append(.removed(id, previous))
+        }
+        directory.remove(id)
+    }
+
+    /// The section of every chunk, afresh from the snapshot (empty with one section or none).
+    private mutating func rebuildChunkOwners() {
+        chunkOwners = [:]
+        if snapshot.sections.count > 1 {
+            for section in snapshot.sections {
+                section.items.forEachChunk { chunkOwners[$0] = section.id }
+            }
+        }
+        chunkOwnersLimit = 2 * chunkOwners.count + 64
+    }
+
+    /// Whether `id` is among the items of `sections` at least `count` times.
+    private static func occurrences(of id: Identifier, in sections: [Section], atLeast count: Int) -> Bool {
+        var found = 0
+        for section in sections {
+            for item in section.items where item.id == id {
+                found += 1
+                if found >= count { return true }
+            }
+        }
+        return false
     }
 
 }
@@ -406,15 +475,16 @@ public struct ChangeMarks: Sendable, Equatable {
     }
 }
 
-struct ItemLocation: Sendable {
-    var section: Identifier
-    var chunk: ItemList.ChunkID
-}
-
-/// The directory changes of an open batch or transaction, oldest first: each item's location
-/// before the change (nil: it had none).
+/// The directory changes of an open batch or transaction, oldest first, each with what undoes it.
 private struct UndoLog: Sendable {
-    var directoryChanges: [(Identifier, ItemLocation?)] = []
+    enum Change: Sendable {
+        case added(Identifier)
+        case moved(Identifier, from: ItemList.ChunkID)
+        case removed(Identifier, ItemList.ChunkID)
+        case replaced(ItemDirectory)
+    }
+
+    var directoryChanges: [Change] = []
 }
 
 /// A point to roll back to: the snapshot and marks then (shared, not copied) and how many

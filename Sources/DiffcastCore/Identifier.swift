@@ -24,6 +24,13 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
         bytesHash = hasher.finalize()
     }
 
+    /// An identifier with a chosen hash, for tests of what two identifiers with one hash do
+    /// (with the real hash, a 64-bit collision is never seen).
+    init(_ text: String, hashForTesting hash: Int) {
+        self.text = text
+        bytesHash = hash
+    }
+
     public init(stringLiteral value: String) {
         self.init(value)
     }
@@ -40,6 +47,9 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     public var description: String { text }
 
     public var utf8Count: Int { text.utf8.count }
+
+    /// The cached hash of the bytes, for the tables of this module.
+    var hashBits: UInt64 { UInt64(truncatingIfNeeded: bytesHash) }
 
     public static func == (lhs: Identifier, rhs: Identifier) -> Bool {
         lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)

@@ -184,6 +184,11 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
     }
 
+    /// Calls `body` with the identifier of every chunk.
+    func forEachChunk(_ body: (ChunkID) -> Void) {
+        for chunk in chunks { body(chunk.id) }
+    }
+
     // MARK: - Changing items
 
     mutating func setData(_ data: JSONText?, at position: Int) {
@@ -283,6 +288,17 @@ public struct ItemList: RandomAccessCollection, Sendable {
             self.list = list
         }
 
+        /// A cursor standing at `position` (0...count).
+        init(_ list: ItemList, at position: Int) {
+            self.list = list
+            guard position < list.count else {
+                (self.chunk, self.position) = (list.chunks.count, list.count)
+                return
+            }
+            (self.chunk, self.offset) = list.locate(position)
+            self.position = position
+        }
+
         var atEnd: Bool { position >= list.count }
         var item: Item { list.chunks[chunk].items[offset] }
         var atChunkStart: Bool { offset == 0 && !atEnd }
@@ -301,6 +317,30 @@ public struct ItemList: RandomAccessCollection, Sendable {
             position += list.chunks[chunk].items.count - offset
             chunk += 1
             offset = 0
+        }
+    }
+
+    /// A position walked from the last item towards the first.
+    struct BackwardCursor {
+        let list: ItemList
+        private var chunk: Int
+        private var offset: Int
+
+        /// A cursor at the last item (the list must not be empty to read `item`).
+        init(_ list: ItemList) {
+            self.list = list
+            chunk = list.chunks.count - 1
+            offset = chunk >= 0 ? list.chunks[chunk].items.count - 1 : -1
+        }
+
+        var item: Item { list.chunks[chunk].items[offset] }
+
+        mutating func retreat() {
+            offset -= 1
+            if offset < 0, chunk > 0 {
+                chunk -= 1
+                offset = list.chunks[chunk].items.count - 1
+            }
         }
     }
 }

@@ -21,15 +21,18 @@ func itemIDs(_ snapshot: Snapshot) -> [[String]] {
 }
 
 /// A random write against the document's current state: mostly valid, sometimes not.
-func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOperation {
-    let sectionPool: [Identifier] = (0..<6).map { "s\($0)" }
-    let itemPool: [Identifier] = (0..<40).map { "i\($0)" }
+/// `identifier` makes every identifier it names (tests of hash collisions pass their own).
+func randomWrite(
+    _ document: Document, using rng: inout SplitMix64, identifier: (String) -> Identifier = { Identifier($0) }
+) -> WriteOperation {
+    let sectionPool: [Identifier] = (0..<6).map { identifier("s\($0)") }
+    let itemPool: [Identifier] = (0..<40).map { identifier("i\($0)") }
     let sections = document.snapshot.sections.map(\.id)
     let items = document.snapshot.sections.flatMap { $0.items.map(\.id) }
     let freeItems = itemPool.filter { !document.containsItem($0) }
     let freeSections = sectionPool.filter { document.snapshot.position(ofSection: $0) == nil }
-    func pick(_ pool: [Identifier], _ fallback: Identifier) -> Identifier {
-        pool.randomElement(using: &rng) ?? fallback
+    func pick(_ pool: [Identifier], _ fallback: String) -> Identifier {
+        pool.randomElement(using: &rng) ?? identifier(fallback)
     }
     func someData() -> JSONText? {
         [nil, "1", "2", "\"t\"", "{\"k\":1}"].randomElement(using: &rng).flatMap { data($0) }
@@ -69,7 +72,7 @@ func randomWrite(_ document: Document, using rng: inout SplitMix64) -> WriteOper
         var scratch = document
         var operations: [WriteOperation] = []
         for _ in 0..<Int.random(in: 2...4, using: &rng) {
-            var operation = randomWrite(scratch, using: &rng)
+            var operation = randomWrite(scratch, using: &rng, identifier: identifier)
             if case .batch = operation { operation = .deleteAll }
             operations.append(operation)
             try? scratch.apply(operation)

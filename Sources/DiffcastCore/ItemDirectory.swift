@@ -1,0 +1,118 @@
+/// Which chunk holds each item of a document: what makes a write to one item cost what it
+/// touches, at any collection size.
+///
+/// An open-addressing table of 16-byte slots (the identifier's cached 64-bit hash and the
+/// chunk), at most half full: 32 bytes per item at a million items, where a
+/// `Dictionary<Identifier, ItemLocation>` spent 117. Identifiers are not stored; a slot is
+/// matched by hash, and whoever reads it confirms the item in the chunk. Two
+/// identifiers of one document with the same 64-bit hash (seeded per process, so nobody can
+/// aim for it) do not share a slot: the later one is kept in `overflow`, by identifier.
+struct ItemDirectory: Sendable {
+    private struct Slot: Sendable {
+        /// 0: the slot is free (a hash of 0 is taken as 1).
+        var hash: UInt64
+        var chunk: ItemList.ChunkID
+    }
+
+    private var slots: [Slot] = []
+    private var overflow: [Identifier: ItemList.ChunkID] = [:]
+    /// Identifiers with an entry (in a slot or in `overflow`).
+    private(set) var count = 0
+
+    init(capacity: Int = 0) {
+        if capacity > 0 { resize(to: Self.slotCount(for: capacity)) }
+    }
+
+    /// The chunk recorded for `id` or, rarely, for another identifier with the same hash: the
+    /// caller confirms the item in it.
+    func candidateChunk(of id: Identifier) -> ItemList.ChunkID? {
+        if !overflow.isEmpty, let chunk = overflow[id] { return chunk }
+        guard let index = index(of: Self.hash(id)) else { return nil }
+        return slots[index].chunk
+    }
+
+    /// Records `chunk` for `id`, which has no entry. Returns false when another identifier
+    /// holds a slot with the same hash (`id` then goes to `overflow`): a caller that is not
+    /// sure `id` is new checks that case.
+    @discardableResult
+    mutating func add(_ id: Identifier, chunk: ItemList.ChunkID) -> Bool {
+        if (count + 1) * 2 > slots.count { resize(to: Self.slotCount(for: count + 1)) }
+        count += 1
+        let hash = Self.hash(id)
+        guard index(of: hash) == nil else {
+            overflow[id] = chunk
+            return false
+        }
+        slots[freeIndex(for: hash)] = Slot(hash: hash, chunk: chunk)
+        return true
+    }
+
+    /// Records `chunk` for `id`, which has an entry.
+    mutating func move(_ id: Identifier, to chunk: ItemList.ChunkID) {
+        if !overflow.isEmpty, overflow[id] != nil {
+            overflow[id] = chunk
+        } else if let index = index(of: Self.hash(id)) {
+            slots[index].chunk = chunk
+        }
+    }
+
+    /// Forgets `id`, which has an entry.
+    mutating func remove(_ id: Identifier) {
+        if !overflow.isEmpty, overflow.removeValue(forKey: id) != nil {
+            count -= 1
+            return
+        }
+        guard var free = index(of: Self.hash(id)) else { return }
+        count -= 1
+        // Backward-shift deletion: pull later slots of the probe run into the hole, so a
+        // lookup never needs tombstones.
+        let mask = slots.count - 1
+        var next = (free + 1) & mask
+        while slots[next].hash != 0 {
+            let home = Int(truncatingIfNeeded: slots[next].hash) & mask
+            if (next - home) & mask >= (next - free) & mask {
+                slots[free] = slots[next]
+                free = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[free] = Slot(hash: 0, chunk: 0)
+    }
+
+    private static func hash(_ id: Identifier) -> UInt64 {
+        let hash = id.hashBits
+        return hash == 0 ? 1 : hash
+    }
+
+    private static func slotCount(for entries: Int) -> Int {
+        var size = 2
+        while size < entries * 2 { size <<= 1 }
+        return size
+    }
+
+    private func index(of hash: UInt64) -> Int? {
+        guard !slots.isEmpty else { return nil }
+        let mask = slots.count - 1
+        var index = Int(truncatingIfNeeded: hash) & mask
+        while slots[index].hash != 0 {
+            if slots[index].hash == hash { return index }
+            index = (index + 1) & mask
+        }
+        return nil
+    }
+
+    private func freeIndex(for hash: UInt64) -> Int {
+        let mask = slots.count - 1
+        var index = Int(truncatingIfNeeded: hash) & mask
+        while slots[index].hash != 0 { index = (index + 1) & mask }
+        return index
+    }
+
+    private mutating func resize(to size: Int) {
+        let old = slots
+        slots = Array(repeating: Slot(hash: 0, chunk: 0), count: size)
+        for slot in old where slot.hash != 0 {
+            slots[freeIndex(for: slot.hash)] = slot
+        }
+    }
+}
