@@ -46,25 +46,24 @@ struct DiffBenchmark: ParsableCommand {
             (id: "item-\(index)", data: "\"" + ("\(index)" + String(repeating: "d", count: 30)).prefix(30) + "\"")
         }
         let rawBytes = texts.reduce(0) { $0 + $1.id.utf8.count + $1.data.utf8.count }
+        // Fresh strings, as a parser makes them: nothing shared with `texts`.
+        let fresh = { (text: String) in String(decoding: Array(text.utf8), as: UTF8.self) }
         var before = residentBytesOfThisProcess()
         var document = Document()
         try? document.apply(
             .apply(sections: [
                 SectionInput(
-                    id: "s", items: texts.map { Item(id: Identifier($0.id), data: JSONText(canonical: $0.data)) })
+                    id: "s",
+                    items: texts.map { Item(id: Identifier(fresh($0.id)), data: JSONText(canonical: fresh($0.data))) })
             ]))
         let documentBytes = residentBytesOfThisProcess() - before
         before = residentBytesOfThisProcess()
-        // Fresh strings, as a parser would make them: nothing shared with `texts`.
         var plainItems: [(id: String, data: String)] = []
         plainItems.reserveCapacity(count)
         var positions: [String: Int] = [:]
         positions.reserveCapacity(count)
         for (index, text) in texts.enumerated() {
-            let item = (
-                id: String(decoding: Array(text.id.utf8), as: UTF8.self),
-                data: String(decoding: Array(text.data.utf8), as: UTF8.self)
-            )
+            let item = (id: fresh(text.id), data: fresh(text.data))
             plainItems.append(item)
             positions[item.id] = index
         }
