@@ -30,17 +30,19 @@ struct PipelineBenchmark: ParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         emit("## Fan-out: one publisher pipelining \(writes) small writes, \(subscribers) subscribers\n")
         emit(
-            "| server | writes/s | versions published | time until every subscriber holds the last (s) | peak RSS (MB) |"
+            "| server | writes/s | versions published | time until every subscriber holds the last (s) | server CPU per write (µs) | client CPU per write (µs) | peak RSS (MB) |"
         )
-        emit("|---|---:|---:|---:|---:|")
+        emit("|---|---:|---:|---:|---:|---:|---:|")
         let ours = try fanOutDiffcast(directory + "/d.sock")
         emit(ours.row("diffcastd"))
         let redis = try fanOutRedis(directory + "/r.sock")
         emit(redis.row("redis pub/sub (each write a PUBLISH)"))
         emit(
             String(
-                format: "\nRatio diffcastd / redis: writes/s %.2f×, time until all delivered %.2f×\n",
-                ours.writesPerSecond / redis.writesPerSecond, ours.allDelivered / redis.allDelivered))
+                format:
+                    "\nRatio diffcastd / redis: writes/s %.2f×, time until all delivered %.2f×, CPU per write %.2f×\n",
+                ours.writesPerSecond / redis.writesPerSecond, ours.allDelivered / redis.allDelivered,
+                ours.cpuPerWrite / redis.cpuPerWrite))
         emit("## Latency: \(manySubscribers) subscribers, ~1 KB changesets, \(latencyWrites) writes one at a time\n")
         emit("| server | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
         emit("|---|---:|---:|---:|---:|")
@@ -53,12 +55,17 @@ struct PipelineBenchmark: ParsableCommand {
         var writesPerSecond: Double
         var versions: Int
         var allDelivered: Double
+        /// The server's CPU time (all its threads) from the first write until every subscriber
+        /// held the last, per write: what the machine's noise changes least.
+        var cpuPerWrite: Double
+        /// The benchmark's own CPU time (publisher and subscribers), per write.
+        var clientCPUPerWrite: Double
         var peakResident: Int
 
         func row(_ name: String) -> String {
             String(
-                format: "| %@ | %.0f | %d | %.2f | %.0f |", name, writesPerSecond, versions, allDelivered,
-                Double(peakResident) / 1e6)
+                format: "| %@ | %.0f | %d | %.2f | %.2f | %.2f | %.0f |", name, writesPerSecond, versions, allDelivered,
+                cpuPerWrite * 1e6, clientCPUPerWrite * 1e6, Double(peakResident) / 1e6)
         }
     }
 
@@ -135,15 +142,19 @@ struct PipelineBenchmark: ParsableCommand {
                     .utf8)
         }
         let allWrites = payload
+        let cpuBefore = server.cpuSeconds
+        let clientBefore = cpuSecondsOfProcess("self")
         let began = ContinuousClock.now
         start.withLock { $0 = began }
         let sender = Thread { try? publisher.send(allWrites) }
         sender.start()
-        var lastVersion = 0
+        // Only the last answer's version is needed (the Redis publisher reads its answers too).
+        var lastAnswer: ArraySlice<UInt8> = []
         for _ in 0..<writes {
             guard let line = publisher.readLine() else { throw BenchmarkError("publisher connection closed") }
-            lastVersion = integerField("version", in: line) ?? lastVersion
+            lastAnswer = line
         }
+        let lastVersion = integerField("version", in: lastAnswer) ?? 0
         let acknowledged = seconds(since: began)
         target.store(lastVersion, ordering: .releasing)
         // Subscribers blocked in a read wake with the next event: nudge them with one more write.
@@ -151,7 +162,10 @@ struct PipelineBenchmark: ParsableCommand {
         group.wait()
         return FanOut(
             writesPerSecond: Double(writes) / acknowledged, versions: lastVersion - 1,
-            allDelivered: finished.withLock { $0.max() ?? 0 }, peakResident: sampler.stop())
+            allDelivered: finished.withLock { $0.max() ?? 0 },
+            cpuPerWrite: (server.cpuSeconds - cpuBefore) / Double(writes),
+            clientCPUPerWrite: (cpuSecondsOfProcess("self") - clientBefore) / Double(writes),
+            peakResident: sampler.stop())
     }
 
     private func redisPublish(_ channel: String, _ message: String) -> [UInt8] {
@@ -198,6 +212,8 @@ struct PipelineBenchmark: ParsableCommand {
         var payload: [UInt8] = []
         for index in 0..<writes { payload.append(contentsOf: redisPublish("bench", message(index))) }
         let allWrites = payload
+        let cpuBefore = server.cpuSeconds
+        let clientBefore = cpuSecondsOfProcess("self")
         let began = ContinuousClock.now
         start.withLock { $0 = began }
         let sender = Thread { try? publisher.send(allWrites) }
@@ -209,7 +225,10 @@ struct PipelineBenchmark: ParsableCommand {
         group.wait()
         return FanOut(
             writesPerSecond: Double(writes) / acknowledged, versions: writes,
-            allDelivered: finished.withLock { $0.max() ?? 0 }, peakResident: sampler.stop())
+            allDelivered: finished.withLock { $0.max() ?? 0 },
+            cpuPerWrite: (server.cpuSeconds - cpuBefore) / Double(writes),
+            clientCPUPerWrite: (cpuSecondsOfProcess("self") - clientBefore) / Double(writes),
+            peakResident: sampler.stop())
     }
 
     private func latencyDiffcast(_ path: String) throws -> Latency {

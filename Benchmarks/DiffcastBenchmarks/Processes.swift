@@ -60,6 +60,9 @@ final class ServerProcess: @unchecked Sendable {
         return kilobytes * 1024
     }
 
+    /// CPU time the process has used so far (user + system), in seconds.
+    var cpuSeconds: Double { cpuSecondsOfProcess("\(process.processIdentifier)") }
+
     func stop(signal: Int32 = SIGTERM) {
         if process.isRunning { kill(process.processIdentifier, signal) }
         process.waitUntilExit()
@@ -112,12 +115,18 @@ final class UnixSocket: @unchecked Sendable {
     }
 
     /// Reads what is available (blocking for at least one byte); false on end of stream.
+    /// The receive buffer `fill()` reuses (allocating and zeroing 64 KB per read cost the
+    /// client more than the server's own work).
+    private var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    /// How far `readLine` has looked for a newline without finding one.
+    private var scanned = 0
+
     func fill() -> Bool {
         if bufferStart > 1 << 20 {
             buffer.removeFirst(bufferStart)
+            scanned -= bufferStart
             bufferStart = 0
         }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
         var count = recv(descriptor, &chunk, chunk.count, 0)
         while count < 0 && errno == EINTR { count = recv(descriptor, &chunk, chunk.count, 0) }
         guard count > 0 else { return false }
@@ -128,20 +137,47 @@ final class UnixSocket: @unchecked Sendable {
     /// The next `\n`-terminated line without its terminator, or nil at end of stream.
     func readLine() -> ArraySlice<UInt8>? {
         while true {
-            if let newline = buffer[bufferStart...].firstIndex(of: UInt8(ascii: "\n")) {
+            scanned = max(scanned, bufferStart)
+            let newline = buffer.withUnsafeBufferPointer { bytes -> Int? in
+                guard let base = bytes.baseAddress, scanned < bytes.count,
+                    let found = memchr(base + scanned, 0x0a, bytes.count - scanned)
+                else { return nil }
+                return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            }
+            if let newline {
                 let line = buffer[bufferStart..<newline]
                 bufferStart = newline + 1
                 return line
             }
+            scanned = buffer.count
             guard fill() else { return nil }
         }
     }
 }
 
-/// The integer after `"key":` in a JSON line, found without parsing the whole line.
+/// The integer after `"key":` in a JSON line, found without parsing the whole line (memchr and
+/// memcmp: the generic search cost the client more than the server's work on a long event line).
 func integerField(_ key: String, in line: ArraySlice<UInt8>) -> Int? {
     let pattern = Array("\"\(key)\":".utf8)
-    guard let start = line.firstRange(of: pattern)?.upperBound else { return nil }
+    let found: Int? = line.withUnsafeBufferPointer { bytes in
+        pattern.withUnsafeBufferPointer { needle in
+            guard let base = bytes.baseAddress, let needleBase = needle.baseAddress, let first = needle.first else {
+                return nil
+            }
+            var offset = 0
+            while offset + needle.count <= bytes.count,
+                let hit = memchr(base + offset, Int32(first), bytes.count - offset - needle.count + 1)
+            {
+                let position = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                if memcmp(base + position, needleBase, needle.count) == 0 {
+                    return line.startIndex + position + needle.count
+                }
+                offset = position + 1
+            }
+            return nil
+        }
+    }
+    guard let start = found else { return nil }
     var value = 0
     var index = start
     while index < line.endIndex, line[index] >= 48, line[index] <= 57 {
@@ -170,6 +206,17 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
 }
 
 /// This process's resident memory (from /proc/self/statm).
+/// CPU time (user + system) a process has used so far, in seconds: `pid` or `self`.
+func cpuSecondsOfProcess(_ pid: String) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { return 0 }
+    // Fields after the command name: state is the first, utime the 12th, stime the 13th.
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 func residentBytesOfThisProcess() -> Int {
     let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
     guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }

@@ -2,7 +2,7 @@ import DiffcastCore
 
 /// A parsed JSON value that keeps what Diffcast must not lose: the order of object keys and the
 /// exact text of numbers.
-public indirect enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number's text as it was written (already checked against JSON's grammar).
@@ -37,8 +37,14 @@ public indirect enum JSONValue: Sendable, Equatable {
 
     /// The value as Diffcast data: `nil` for JSON null, else its canonical text.
     public var asData: JSONText? {
-        if case .null = self { return nil }
-        return JSONText(canonical: canonicalText)
+        switch self {
+        case .null: return nil
+        case .number(let text): return JSONText(canonical: text)
+        default:
+            var output = JSONOutput(reservingCapacity: 32)
+            output.append(self)
+            return JSONText(canonical: output.string)
+        }
     }
 
     /// A JSON number written as an integer (no fraction, no exponent).

@@ -29,26 +29,27 @@ struct RequestDecoder {
     }
 
     /// The keys each read op takes, `op` and `id` included.
-    private static let readKeys: [String: [String]] = [
-        "ping": [], "auth": ["token"], "list": [], "stats": [], "get": ["collection"],
-        "unsubscribe": ["collection"], "drop": ["collection"], "subscribe": ["collection", "since", "epoch"],
-    ].mapValues { $0 + KeyCheck.everyRequest }
+    private static let readKeys: [[String]] = Op.allCases.map { op in
+        let named: Set<Op> = [.get, .unsubscribe, .drop, .subscribe]
+        return (named.contains(op) ? ["collection"] : []) + op.argumentKeys + KeyCheck.everyRequest
+    }
 
-    private func command(_ op: String) throws(DiffcastError) -> Command {
-        if let keys = Self.readKeys[op] {
-            try KeyCheck.only(keys, in: object, "for '\(op)'")
+    private func command(_ name: String) throws(DiffcastError) -> Command {
+        guard let op = Op(name: name) else { throw .unknownOperation(name) }
+        if !op.isWrite {
+            try KeyCheck.only(Self.readKeys[op.rawValue], in: object, "for '\(name)'")
         }
         switch op {
-        case "ping": return .ping
-        case "auth":
+        case .ping: return .ping
+        case .auth:
             guard case .string(let token) = object["token"] else { throw .invalidArgument("'token' must be a string") }
             return .auth(token: token)
-        case "list": return .list
-        case "stats": return .stats
-        case "get": return .get(collection: try collectionName())
-        case "unsubscribe": return .unsubscribe(collection: try collectionName())
-        case "drop": return .drop(collection: try collectionName())
-        case "subscribe":
+        case .list: return .list
+        case .stats: return .stats
+        case .get: return .get(collection: try collectionName())
+        case .unsubscribe: return .unsubscribe(collection: try collectionName())
+        case .drop: return .drop(collection: try collectionName())
+        case .subscribe:
             let name = try collectionName()
             var since: UInt64?
             if let value = object["since"], value != .null {
@@ -64,7 +65,6 @@ struct RequestDecoder {
             }
             return .subscribe(collection: name, since: since, epoch: epoch)
         default:
-            guard WriteDecoder.writeOps.contains(op) else { throw .unknownOperation(op) }
             let decoder = WriteDecoder(limits: limits)
             try decoder.checkKeys(op, object, inBatch: false)
             let name = try collectionName()

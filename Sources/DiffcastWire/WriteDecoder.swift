@@ -1,66 +1,96 @@
 import DiffcastCore
 
+/// The ops of SPEC.md, looked up once per request (then every table is indexed by it).
+enum Op: Int, CaseIterable {
+    case ping, auth, list, stats, get, subscribe, unsubscribe, drop
+    case apply, appendSections, insertSections, deleteSections, moveSection, reloadSections, updateSections
+    case appendItems, insertItems, deleteItems, deleteAll, moveItem, reloadItems, reconfigureItems, updateItems
+    case batch
+
+    private static let names = [
+        "ping", "auth", "list", "stats", "get", "subscribe", "unsubscribe", "drop", "apply", "append_sections",
+        "insert_sections", "delete_sections", "move_section", "reload_sections", "update_sections",
+        "append_items", "insert_items", "delete_items", "delete_all", "move_item", "reload_items",
+        "reconfigure_items", "update_items", "batch",
+    ]
+    private static let byName = Dictionary(uniqueKeysWithValues: zip(names, allCases))
+
+    init?(name: String) {
+        guard let op = Self.byName[name] else { return nil }
+        self = op
+    }
+
+    var name: String { Self.names[rawValue] }
+    var isWrite: Bool { rawValue >= Op.apply.rawValue }
+
+    /// The keys the op takes besides `op`, `id` and `collection`.
+    var argumentKeys: [String] { Self.argumentKeys[rawValue] }
+
+    private static let argumentKeys: [[String]] = allCases.map { op in
+        switch op {
+        case .ping, .list, .stats, .get, .unsubscribe, .drop, .deleteAll: []
+        case .auth: ["token"]
+        case .subscribe: ["since", "epoch"]
+        case .apply, .appendSections, .deleteSections, .reloadSections, .updateSections: ["sections"]
+        case .insertSections: ["sections", "before", "after"]
+        case .moveSection: ["section", "before", "after"]
+        case .appendItems: ["items", "section"]
+        case .insertItems: ["items", "before", "after"]
+        case .deleteItems, .reloadItems, .reconfigureItems, .updateItems: ["items"]
+        case .moveItem: ["item", "before", "after"]
+        case .batch: ["ops"]
+        }
+    }
+}
+
 /// Reads the arguments of a write op into a `WriteOperation`.
 struct WriteDecoder {
-    static let writeOps: Set<String> = [
-        "apply", "append_sections", "insert_sections", "delete_sections", "move_section",
-        "reload_sections", "update_sections", "append_items", "insert_items", "delete_items",
-        "delete_all", "move_item", "reload_items", "reconfigure_items", "update_items", "batch",
-    ]
-
     let limits: RequestLimits
 
-    /// The keys each write takes besides `op`, `id` and (outside a batch) `collection`.
-    private static let argumentKeys: [String: [String]] = [
-        "apply": ["sections"], "append_sections": ["sections"], "insert_sections": ["sections", "before", "after"],
-        "delete_sections": ["sections"], "move_section": ["section", "before", "after"],
-        "reload_sections": ["sections"], "update_sections": ["sections"], "append_items": ["items", "section"],
-        "insert_items": ["items", "before", "after"], "delete_items": ["items"], "delete_all": [],
-        "move_item": ["item", "before", "after"], "reload_items": ["items"], "reconfigure_items": ["items"],
-        "update_items": ["items"], "batch": ["ops"],
-    ]
-    private static let requestKeys = argumentKeys.mapValues { $0 + KeyCheck.everyRequest + ["collection"] }
-    private static let batchEntryKeys = argumentKeys.mapValues { $0 + KeyCheck.everyRequest }
+    /// Every key a write request may carry, and every key a batch entry may carry.
+    private static let requestKeys = Op.allCases.map { $0.argumentKeys + KeyCheck.everyRequest + ["collection"] }
+    private static let batchEntryKeys = Op.allCases.map { $0.argumentKeys + KeyCheck.everyRequest }
     private static let sectionKeys = ["id", "data", "items"]
     private static let dataUpdateKeys = ["id", "data"]
     private static let itemKeys = ["id", "data"]
 
     /// Rejects a key the op does not take (sections and items are checked as they are read).
-    func checkKeys(_ op: String, _ request: JSONValue, inBatch: Bool) throws(DiffcastError) {
-        try KeyCheck.only((inBatch ? Self.batchEntryKeys : Self.requestKeys)[op] ?? [], in: request, "for '\(op)'")
+    func checkKeys(_ op: Op, _ request: JSONValue, inBatch: Bool) throws(DiffcastError) {
+        let keys = (inBatch ? Self.batchEntryKeys : Self.requestKeys)[op.rawValue]
+        try KeyCheck.only(keys, in: request, "for '\(op.name)'")
     }
 
-    func operation(_ op: String, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
+    func operation(_ op: Op, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
         switch op {
-        case "apply": return .apply(sections: try sections(request, "sections"))
-        case "append_sections": return .appendSections(try sections(request, "sections"))
-        case "insert_sections":
+        case .apply: return .apply(sections: try sections(request, "sections"))
+        case .appendSections: return .appendSections(try sections(request, "sections"))
+        case .insertSections:
             let inputs = try sections(request, "sections")
             return .insertSections(inputs, anchor: try anchor(request))
-        case "delete_sections": return .deleteSections(try identifiers(request, "sections"))
-        case "move_section":
+        case .deleteSections: return .deleteSections(try identifiers(request, "sections"))
+        case .moveSection:
             let id = try identifier(try required(request, "section"), "section")
             return .moveSection(id, anchor: try anchor(request))
-        case "reload_sections": return .reloadSections(try identifiers(request, "sections"))
-        case "update_sections": return .updateSections(try dataUpdates(request, "sections"))
-        case "append_items":
+        case .reloadSections: return .reloadSections(try identifiers(request, "sections"))
+        case .updateSections: return .updateSections(try dataUpdates(request, "sections"))
+        case .appendItems:
             let newItems = try items(try required(request, "items"))
             var section: Identifier?
             if let value = request["section"] { section = try identifier(value, "section") }
             return .appendItems(newItems, section: section)
-        case "insert_items":
+        case .insertItems:
             let newItems = try items(try required(request, "items"))
             return .insertItems(newItems, anchor: try anchor(request))
-        case "delete_items": return .deleteItems(try identifiers(request, "items"))
-        case "delete_all": return .deleteAll
-        case "move_item":
+        case .deleteItems: return .deleteItems(try identifiers(request, "items"))
+        case .deleteAll: return .deleteAll
+        case .moveItem:
             let id = try identifier(try required(request, "item"), "item")
             return .moveItem(id, anchor: try anchor(request))
-        case "reload_items": return .reloadItems(try identifiers(request, "items"))
-        case "reconfigure_items": return .reconfigureItems(try identifiers(request, "items"))
-        case "update_items": return .updateItems(try dataUpdates(request, "items"))
-        case "batch": return .batch(try batch(request))
-        default: throw .unknownOperation(op)
+        case .reloadItems: return .reloadItems(try identifiers(request, "items"))
+        case .reconfigureItems: return .reconfigureItems(try identifiers(request, "items"))
+        case .updateItems: return .updateItems(try dataUpdates(request, "items"))
+        case .batch: return .batch(try batch(request))
+        case .ping, .auth, .list, .stats, .get, .subscribe, .unsubscribe, .drop: throw .unknownOperation(op.name)
         }
     }
 
@@ -71,13 +101,13 @@ struct WriteDecoder {
         var operations: [WriteOperation] = []
         for (index, entry) in entries.enumerated() {
             do throws(DiffcastError) {
-                guard case .string(let op) = entry["op"] else {
+                guard case .string(let name) = entry["op"] else {
                     throw .invalidArgument("a batch entry needs an 'op'")
                 }
-                if op == "batch" || op == "drop" {
-                    throw .invalidArgument("'\(op)' cannot be part of a batch")
+                if name == "batch" || name == "drop" {
+                    throw .invalidArgument("'\(name)' cannot be part of a batch")
                 }
-                guard Self.writeOps.contains(op) else { throw .unknownOperation(op) }
+                guard let op = Op(name: name), op.isWrite else { throw .unknownOperation(name) }
                 try checkKeys(op, entry, inBatch: true)
                 operations.append(try operation(op, entry))
             } catch {
