@@ -34,8 +34,10 @@ struct FeedBenchmark: ParsableCommand {
             "## Growing feed: \(writes) appends of one ~100-byte item, window \(window), \(subscribers) subscribers\n")
         emit("Deliveries: items received by subscribers (writes × subscribers); latency: from the write's send")
         emit("to its item's arrival at a subscriber, over every delivery.\n")
-        emit("| server | items held at the end | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
-        emit("|---|---:|---:|---:|---:|---:|")
+        emit(
+            "| server | items held at the end | deliveries/s | p50 latency (ms) | p99 latency (ms) | server CPU per write (µs) | client CPU per write (µs) | peak RSS (MB) |"
+        )
+        emit("|---|---:|---:|---:|---:|---:|---:|---:|")
         let ours = try feed(diffcastAt: directory + "/d.sock")
         emit(ours.row("diffcastd"))
         let redis = try feed(redisAt: directory + "/r.sock")
@@ -50,13 +52,17 @@ struct FeedBenchmark: ParsableCommand {
     struct Result {
         var deliveriesPerSecond: Double
         var latencies: [Double]
+        /// The server's and the benchmark's own CPU time per write, while it ran.
+        var serverCPUPerWrite: Double
+        var clientCPUPerWrite: Double
         var peakResident: Int
         var held: Int
 
         func row(_ name: String) -> String {
             String(
-                format: "| %@ | %d | %.0f | %.2f | %.2f | %.0f |", name, held, deliveriesPerSecond,
-                percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, Double(peakResident) / 1e6)
+                format: "| %@ | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.0f |", name, held, deliveriesPerSecond,
+                percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, serverCPUPerWrite * 1e6,
+                clientCPUPerWrite * 1e6, Double(peakResident) / 1e6)
         }
     }
 
@@ -134,6 +140,8 @@ struct FeedBenchmark: ParsableCommand {
         sent.withLock { $0.reserveCapacity(writes) }
         let total = writes
         let window = window
+        let serverCPU = server.cpuSeconds
+        let clientCPU = cpuSecondsOfProcess("self")
         let began = ContinuousClock.now
         let writer = Thread {
             var acknowledged = 0
@@ -189,7 +197,9 @@ struct FeedBenchmark: ParsableCommand {
         }
         let elapsed = seconds(since: began)
         return Result(
-            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies, peakResident: sampler.stop(),
+            deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies,
+            serverCPUPerWrite: (server.cpuSeconds - serverCPU) / Double(writes),
+            clientCPUPerWrite: (cpuSecondsOfProcess("self") - clientCPU) / Double(writes), peakResident: sampler.stop(),
             held: writes)
     }
 
