@@ -35,9 +35,9 @@ struct FeedBenchmark: ParsableCommand {
         emit("Deliveries: items received by subscribers (writes × subscribers); latency: from the write's send")
         emit("to its item's arrival at a subscriber, over every delivery.\n")
         emit(
-            "| server | items held at the end | deliveries/s | p50 latency (ms) | p99 latency (ms) | server CPU per write (µs) | client CPU per write (µs) | peak RSS (MB) |"
+            "| server | items held at the end | last version | deliveries/s | p50 latency (ms) | p99 latency (ms) | server CPU per write (µs) | client CPU per write (µs) | peak RSS (MB) |"
         )
-        emit("|---|---:|---:|---:|---:|---:|---:|---:|")
+        emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         let ours = try feed(diffcastAt: directory + "/d.sock")
         emit(ours.row("diffcastd"))
         let redis = try feed(redisAt: directory + "/r.sock")
@@ -52,6 +52,8 @@ struct FeedBenchmark: ParsableCommand {
     struct Result {
         var deliveriesPerSecond: Double
         var latencies: [Double]
+        /// The last write's version (Redis has none): how many versions carried the writes.
+        var versions: Int
         /// The server's and the benchmark's own CPU time per write, while it ran.
         var serverCPUPerWrite: Double
         var clientCPUPerWrite: Double
@@ -60,7 +62,8 @@ struct FeedBenchmark: ParsableCommand {
 
         func row(_ name: String) -> String {
             String(
-                format: "| %@ | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.0f |", name, held, deliveriesPerSecond,
+                format: "| %@ | %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f | %.0f |", name, held,
+                versions > 0 ? "\(versions)" : "–", deliveriesPerSecond,
                 percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000, serverCPUPerWrite * 1e6,
                 clientCPUPerWrite * 1e6, Double(peakResident) / 1e6)
         }
@@ -137,6 +140,8 @@ struct FeedBenchmark: ParsableCommand {
         let sampler = PipelineBenchmark.MemorySampler(server)
         let publisher = try UnixSocket(path: path)
         let sent = Mutex<[ContinuousClock.Instant]>([])
+        let lastVersion = Atomic<Int>(0)
+        let writerDone = DispatchSemaphore(value: 0)
         sent.withLock { $0.reserveCapacity(writes) }
         let total = writes
         let window = window
@@ -144,6 +149,7 @@ struct FeedBenchmark: ParsableCommand {
         let clientCPU = cpuSecondsOfProcess("self")
         let began = ContinuousClock.now
         let writer = Thread {
+            defer { writerDone.signal() }
             var acknowledged = 0
             var next = 0
             while acknowledged < total {
@@ -156,8 +162,11 @@ struct FeedBenchmark: ParsableCommand {
                     try? publisher.send(batch)
                     next = end
                 }
-                guard publisher.readLine() != nil else { return }
+                guard let answer = publisher.readLine() else { return }
                 acknowledged += 1
+                if acknowledged == total, let version = integerField("version", in: answer) {
+                    lastVersion.store(version, ordering: .relaxed)
+                }
             }
         }
         writer.start()
@@ -196,8 +205,10 @@ struct FeedBenchmark: ParsableCommand {
             }
         }
         let elapsed = seconds(since: began)
+        writerDone.wait()
         return Result(
             deliveriesPerSecond: Double(expected) / elapsed, latencies: latencies,
+            versions: lastVersion.load(ordering: .relaxed),
             serverCPUPerWrite: (server.cpuSeconds - serverCPU) / Double(writes),
             clientCPUPerWrite: (cpuSecondsOfProcess("self") - clientCPU) / Double(writes), peakResident: sampler.stop(),
             held: writes)

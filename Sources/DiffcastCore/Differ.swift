@@ -79,8 +79,8 @@ public enum Differ {
         var prefix = 0
         var oldCursor = ItemList.Cursor(oldItems)
         var newCursor = ItemList.Cursor(newItems)
-        while prefix < limit, oldCursor.item.id == newCursor.item.id {
-            if oldCursor.item.data != newCursor.item.data {
+        while prefix < limit, oldCursor.id == newCursor.id {
+            if oldCursor.data != newCursor.data {
                 let item = newCursor.item
                 changes.updated.append(.init(at: ItemPath(newSectionIndex, prefix), id: item.id, data: item.data))
             }
@@ -91,8 +91,8 @@ public enum Differ {
         var suffix = 0
         var oldBack = ItemList.BackwardCursor(oldItems)
         var newBack = ItemList.BackwardCursor(newItems)
-        while suffix < limit - prefix, oldBack.item.id == newBack.item.id {
-            if oldBack.item.data != newBack.item.data {
+        while suffix < limit - prefix, oldBack.id == newBack.id {
+            if oldBack.data != newBack.data {
                 let item = newBack.item
                 let newIndex = newItems.count - 1 - suffix
                 changes.updated.append(.init(at: ItemPath(newSectionIndex, newIndex), id: item.id, data: item.data))
@@ -263,21 +263,21 @@ public enum Differ {
                     gap += oldCursor.currentChunk.items.count
                     oldCursor.skipChunk()
                     newCursor.skipChunk()
-                } else if !oldCursor.atEnd, !newCursor.atEnd, oldCursor.item.id == newCursor.item.id {
-                    let item = newCursor.item
-                    if oldCursor.item.data != item.data {
+                } else if !oldCursor.atEnd, !newCursor.atEnd, oldCursor.id == newCursor.id {
+                    if oldCursor.data != newCursor.data {
+                        let item = newCursor.item
                         changes.updated.append(
                             .init(at: ItemPath(newSectionIndex, newCursor.position), id: item.id, data: item.data))
                     }
                     gap += 1
                     oldCursor.advance()
                     newCursor.advance()
-                } else if !oldCursor.atEnd, restructured.contains(oldCursor.item.id) {
-                    oldPlaces[oldCursor.item.id] = TouchedPlace(
+                } else if !oldCursor.atEnd, restructured.contains(oldCursor.id) {
+                    oldPlaces[oldCursor.id] = TouchedPlace(
                         path: ItemPath(oldSectionIndex, oldCursor.position), sectionID: section.id, gap: gap)
                     oldCursor.advance()
-                } else if !newCursor.atEnd, restructured.contains(newCursor.item.id) {
-                    newPlaces[newCursor.item.id] = TouchedPlace(
+                } else if !newCursor.atEnd, restructured.contains(newCursor.id) {
+                    newPlaces[newCursor.id] = TouchedPlace(
                         path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
                     newCursor.advance()
                 } else {

@@ -301,6 +301,9 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
         var atEnd: Bool { position >= list.count }
         var item: Item { list.chunks[chunk].items[offset] }
+        /// The item's identifier and data, read without copying the whole item.
+        var id: Identifier { list.chunks[chunk].items[offset].id }
+        var data: JSONText? { list.chunks[chunk].items[offset].data }
         var atChunkStart: Bool { offset == 0 && !atEnd }
         var currentChunk: Chunk { list.chunks[chunk] }
 
@@ -334,6 +337,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
 
         var item: Item { list.chunks[chunk].items[offset] }
+        var id: Identifier { list.chunks[chunk].items[offset].id }
+        var data: JSONText? { list.chunks[chunk].items[offset].data }
 
         mutating func retreat() {
             offset -= 1

@@ -30,7 +30,30 @@ public struct JSONOutput: Sendable {
     }
 
     public mutating func append(_ number: some BinaryInteger) {
-        appendRaw(String(number))
+        if let value = UInt64(exactly: number) {
+            append(decimal: value)
+        } else if let value = Int64(exactly: number), value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            append(decimal: value.magnitude)
+        } else {
+            appendRaw(String(number))
+        }
+    }
+
+    /// The decimal digits of `value`, written without making a `String` (versions and indexes
+    /// are written several times per event; the generic conversion was a tenth of publishing).
+    private mutating func append(decimal value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                count += 1
+                buffer[buffer.count - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: buffer[(buffer.count - count)...])
+        }
     }
 
     /// Data as a JSON value: `null` when absent.

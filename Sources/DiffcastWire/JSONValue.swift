@@ -8,8 +8,10 @@ public enum JSONValue: Sendable, Equatable {
     /// The number's text as it was written (already checked against JSON's grammar).
     case number(String)
     case string(String)
-    case array([JSONValue])
-    case object([Member])
+    // Only the containers are boxed (a recursive enum needs it; without any `indirect` the
+    // runtime laid the type out wrong in debug builds). Scalars, most of a request, stay inline.
+    indirect case array([JSONValue])
+    indirect case object([Member])
 
     /// One key/value pair of an object, in the order written.
     public struct Member: Sendable, Equatable {
