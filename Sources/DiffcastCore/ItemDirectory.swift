@@ -2,7 +2,8 @@
 /// touches, at any collection size.
 ///
 /// An open-addressing table of 16-byte slots (the identifier's cached 64-bit hash and the
-/// chunk), at most half full: 32 bytes per item at a million items, where a
+/// chunk) with linear probing, at most 70% full and of any size (a hash is mapped onto the
+/// slots by a multiply, not a mask): 23 bytes per item at a million items, where a
 /// `Dictionary<Identifier, ItemLocation>` spent 117. Identifiers are not stored; a slot is
 /// matched by hash, and whoever reads it confirms the item in the chunk. Two
 /// identifiers of one document with the same 64-bit hash (seeded per process, so nobody can
@@ -36,7 +37,7 @@ struct ItemDirectory: Sendable {
     /// sure `id` is new checks that case.
     @discardableResult
     mutating func add(_ id: Identifier, chunk: ItemList.ChunkID) -> Bool {
-        if (count + 1) * 2 > slots.count { resize(to: Self.slotCount(for: count + 1)) }
+        if (count + 1) * 10 > slots.count * 7 { resize(to: Self.slotCount(for: 2 * (count + 1))) }
         count += 1
         let hash = Self.hash(id)
         guard index(of: hash) == nil else {
@@ -66,15 +67,13 @@ struct ItemDirectory: Sendable {
         count -= 1
         // Backward-shift deletion: pull later slots of the probe run into the hole, so a
         // lookup never needs tombstones.
-        let mask = slots.count - 1
-        var next = (free + 1) & mask
+        var next = successor(free)
         while slots[next].hash != 0 {
-            let home = Int(truncatingIfNeeded: slots[next].hash) & mask
-            if (next - home) & mask >= (next - free) & mask {
+            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {
                 slots[free] = slots[next]
                 free = next
             }
-            next = (next + 1) & mask
+            next = successor(next)
         }
         slots[free] = Slot(hash: 0, chunk: 0)
     }
@@ -84,27 +83,38 @@ struct ItemDirectory: Sendable {
         return hash == 0 ? 1 : hash
     }
 
+    /// Slots for `entries` at 70% at most.
     private static func slotCount(for entries: Int) -> Int {
-        var size = 2
-        while size < entries * 2 { size <<= 1 }
-        return size
+        max(2, (entries * 10 + 6) / 7)
+    }
+
+    /// Where the probe for `hash` starts: the hash scaled onto the slots.
+    private func home(_ hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(slots.count)).high)
+    }
+
+    private func successor(_ index: Int) -> Int {
+        index + 1 == slots.count ? 0 : index + 1
+    }
+
+    /// Steps from `start` forward to `end`, wrapping at the end of the slots.
+    private func distance(from start: Int, to end: Int) -> Int {
+        end >= start ? end - start : end + slots.count - start
     }
 
     private func index(of hash: UInt64) -> Int? {
         guard !slots.isEmpty else { return nil }
-        let mask = slots.count - 1
-        var index = Int(truncatingIfNeeded: hash) & mask
+        var index = home(hash)
         while slots[index].hash != 0 {
             if slots[index].hash == hash { return index }
-            index = (index + 1) & mask
+            index = successor(index)
         }
         return nil
     }
 
     private func freeIndex(for hash: UInt64) -> Int {
-        let mask = slots.count - 1
-        var index = Int(truncatingIfNeeded: hash) & mask
-        while slots[index].hash != 0 { index = (index + 1) & mask }
+        var index = home(hash)
+        while slots[index].hash != 0 { index = successor(index) }
         return index
     }
 

@@ -15,9 +15,13 @@ import Testing
         var rng = SplitMix64(seed: 11)
         var directory = ItemDirectory()
         var model: [Identifier: ItemList.ChunkID] = [:]
-        // 64 identifiers over 56 hashes, which all start their probe at one of 8 slots: some
-        // share a hash, and the rest make long probe runs.
-        let pool = (0..<64).map { Identifier("id\($0)", hashForTesting: $0 % 56 % 8 + 1024 * ($0 % 56)) }
+        // 64 identifiers over 56 hashes, half of them starting their probe at the last slot and
+        // half at the first: some share a hash, and the rest make one long run that wraps.
+        let pool = (0..<64).map { number in
+            let small = UInt64(number % 56)
+            let hash = number.isMultiple(of: 2) ? UInt64.max - small : small
+            return Identifier("id\(number)", hashForTesting: Int(truncatingIfNeeded: hash))
+        }
         var removals = 0
         for step in 0..<5000 {
             let id = pool[Int.random(in: 0..<pool.count, using: &rng)]
