@@ -80,6 +80,19 @@ public struct JSONOutput: Sendable {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// The length of `string` written by `append(string:)`, quotes included.
+    static func escapedLength(of string: String) -> Int {
+        var length = 2
+        for byte in string.utf8 {
+            switch byte {
+            case 0x22, 0x5c, 0x0a, 0x0d, 0x09, 0x08, 0x0c: length += 2
+            case 0..<0x20: length += 6
+            default: length += 1
+            }
+        }
+        return length
+    }
+
     private mutating func appendEscape(_ byte: UInt8) {
         switch byte {
         case 0x22: appendRaw("\\\"")

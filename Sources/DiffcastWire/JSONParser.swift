@@ -9,22 +9,28 @@ public struct JSONParser {
     public static func parse(
         _ bytes: some Collection<UInt8>, maximumDepth: Int = defaultMaximumDepth
     ) throws(DiffcastError) -> JSONValue {
-        let contiguous = Array(bytes)
-        var result: Result<JSONValue, DiffcastError> = .failure(.parseError("empty"))
-        contiguous.withUnsafeBufferPointer { buffer in
-            var parser = Cursor(bytes: buffer, maximumDepth: maximumDepth)
-            result = Result { () throws(DiffcastError) -> JSONValue in
-                parser.skipWhitespace()
-                let value = try parser.parseValue(depth: 0)
-                parser.skipWhitespace()
-                guard parser.position == buffer.count else {
-                    throw .parseError(
-                        "unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
-                }
-                return value
-            }
+        // Parsed in place when the bytes are contiguous (a request line is), copied otherwise.
+        let parsed = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(DiffcastError) in try parseValue(in: buffer, maximumDepth: maximumDepth) }
         }
-        return try result.get()
+        if let parsed { return try parsed.get() }
+        return try Array(bytes).withUnsafeBufferPointer { buffer throws(DiffcastError) in
+            try parseValue(in: buffer, maximumDepth: maximumDepth)
+        }
+    }
+
+    private static func parseValue(
+        in buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int
+    ) throws(DiffcastError) -> JSONValue {
+        var parser = Cursor(bytes: buffer, maximumDepth: maximumDepth)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.position == buffer.count else {
+            throw .parseError(
+                "unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
+        }
+        return value
     }
 
     private struct Cursor {

@@ -43,9 +43,24 @@ public enum JSONValue: Sendable, Equatable {
         case .null: return nil
         case .number(let text): return JSONText(canonical: text)
         default:
-            var output = JSONOutput(reservingCapacity: 32)
+            var output = JSONOutput(reservingCapacity: canonicalLength)
             output.append(self)
             return JSONText(canonical: output.string)
+        }
+    }
+
+    /// The length in bytes of `canonicalText`, so that it is written into one allocation.
+    var canonicalLength: Int {
+        switch self {
+        case .null: 4
+        case .bool(let flag): flag ? 4 : 5
+        case .number(let text): text.utf8.count
+        case .string(let text): JSONOutput.escapedLength(of: text)
+        case .array(let elements): elements.reduce(1 + max(1, elements.count)) { $0 + $1.canonicalLength }
+        case .object(let members):
+            members.reduce(1 + max(1, members.count)) {
+                $0 + JSONOutput.escapedLength(of: $1.key) + 1 + $1.value.canonicalLength
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import DiffcastCore
-import DiffcastWire
 import Testing
+
+@testable import DiffcastWire
 
 @Suite struct JSONParserTests {
     private func canonical(_ text: String) throws -> String {
@@ -11,6 +12,18 @@ import Testing
         #expect(try canonical(#" { "b" : [ 1 , -2.5e3 , null ] , "a" : { } } "#) == #"{"b":[1,-2.5e3,null],"a":{}}"#)
         #expect(try canonical(#""\u00e9\ud83d\ude00\t\"\\\/""#) == "\"é😀\\t\\\"\\\\/\"")
         #expect(try canonical(#""\u0001""#) == #""\u0001""#)
+    }
+
+    /// Data is written into one allocation of the length it predicts.
+    @Test(arguments: [
+        #"{"b":[1,-2.5e3,null,true,false],"a":{},"c":[]}"#, #""\u00e9\ud83d\ude00\t\"\\\/""#,
+        #""\u0001\u001f\b\f\r\n""#,
+        #"[[],[{}],{"k\"ey":"v"}]"#, "0", "\"\"",
+    ])
+    func canonicalLengthIsTheLengthOfTheCanonicalText(text: String) throws {
+        let value = try JSONParser.parse(Array(text.utf8))
+        #expect(value.canonicalLength == value.canonicalText.utf8.count)
+        #expect(value.asData?.text == value.canonicalText)
     }
 
     @Test(arguments: [
