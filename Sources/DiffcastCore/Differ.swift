@@ -105,8 +105,7 @@ public enum Differ {
     }
 
     /// The full diff of the items of restructured sections: every old item between the common
-    /// ends goes into one `IdentifierTable`, every new one is looked up in it once. The old
-    /// items are reached through their chunks (a chunk ordinal and an offset), never copied.
+    /// ends goes into one `IdentifierTable`, every new one is looked up in it once.
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
@@ -127,62 +126,31 @@ public enum Differ {
         for (sectionIndex, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
             oldMiddles[sectionIndex] = 0..<section.items.count
         }
-        // Old items by rank: the chunk they are in and their offset there.
-        var chunks: [OldChunk] = []
-        var references: [OldItemReference] = []
-        references.reserveCapacity(oldMiddles.reduce(0) { $0 + ($1?.count ?? 0) })
-        for (sectionIndex, middle) in oldMiddles.enumerated() {
-            guard let middle, !middle.isEmpty else { continue }
-            let list = old.sections[sectionIndex].items
-            var (chunk, offset) = list.locate(middle.lowerBound)
-            var position = middle.lowerBound
-            while position < middle.upperBound {
-                let items = list.chunks[chunk].items
-                chunks.append(OldChunk(section: sectionIndex, start: position - offset, items: items))
-                let end = min(items.count, offset + middle.upperBound - position)
-                for itemOffset in offset..<end {
-                    references.append(OldItemReference(chunk: UInt32(chunks.count - 1), offset: UInt32(itemOffset)))
-                }
-                position += end - offset
-                chunk += 1
-                offset = 0
-            }
+        let oldItems = OldItems(old, middles: oldMiddles)
+        var table = IdentifierTable(capacity: oldItems.count)
+        for rank in 0..<oldItems.count {
+            _ = table.insert(oldItems.id(rank), at: rank, identifierAt: oldItems.id)
         }
-        func oldItem(_ rank: Int) -> Item {
-            let reference = references[rank]
-            return chunks[Int(reference.chunk)].items[Int(reference.offset)]
-        }
-        func oldPath(_ rank: Int) -> ItemPath {
-            let reference = references[rank]
-            let chunk = chunks[Int(reference.chunk)]
-            return ItemPath(chunk.section, chunk.start + Int(reference.offset))
-        }
-        let identifierAt = { (rank: Int) in oldItem(rank).id }
-        var table = IdentifierTable(capacity: references.count)
-        for rank in references.indices {
-            _ = table.insert(oldItem(rank).id, at: rank, identifierAt: identifierAt)
-        }
-        var claimed = [Bool](repeating: false, count: references.count)
+        var claimed = [Bool](repeating: false, count: oldItems.count)
         for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
             var cursor = ItemList.Cursor(new.sections[sectionIndex].items, at: middle.lowerBound)
             for itemIndex in middle {
-                let item = cursor.item
-                cursor.advance()
+                defer { cursor.advance() }
                 let newPath = ItemPath(sectionIndex, itemIndex)
-                guard let rank = table.find(item.id, identifierAt: identifierAt), !claimed[rank] else {
-                    changes.inserted.append(.init(at: newPath, id: item.id, data: item.data))
+                guard let rank = table.find(cursor.id, identifierAt: oldItems.id), !claimed[rank] else {
+                    changes.inserted.append(.init(at: newPath, id: cursor.id, data: cursor.data))
                     continue
                 }
                 claimed[rank] = true
-                let path = oldPath(rank)
+                let path = oldItems.path(rank)
                 if path.section == oldSectionIndex {
                     stayCandidates.append((itemIndex, path.item))
                 } else {
-                    changes.moved.append(.init(from: path, to: newPath, id: item.id))
+                    changes.moved.append(.init(from: path, to: newPath, id: cursor.id))
                 }
-                if oldItem(rank).data != item.data {
-                    changes.updated.append(.init(at: newPath, id: item.id, data: item.data))
+                if oldItems.data(rank) != cursor.data {
+                    changes.updated.append(.init(at: newPath, id: cursor.id, data: cursor.data))
                 }
             }
             guard let oldSectionIndex else { continue }
@@ -198,26 +166,67 @@ public enum Differ {
         }
         // What nobody claimed was removed; items of deleted sections go with their section unlisted.
         let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
-        for rank in references.indices where !claimed[rank] {
-            let path = oldPath(rank)
+        for rank in 0..<oldItems.count where !claimed[rank] {
+            let path = oldItems.path(rank)
             if surviving[path.section] {
-                changes.deleted.append(.init(at: path, id: oldItem(rank).id))
+                changes.deleted.append(.init(at: path, id: oldItems.id(rank)))
             }
         }
     }
 
-    /// A chunk of an old restructured section: its items (shared, not copied), the section and
-    /// the position of its first item.
-    private struct OldChunk {
-        var section: Int
-        var start: Int
-        var items: [Item]
-    }
+    /// The old items a full diff matches, numbered by rank (section by section, in order): each
+    /// reached through its chunk, which is shared with the snapshot, never copied.
+    private struct OldItems {
+        /// A chunk of an old section: its items, the section and the position of its first item.
+        private struct Chunk {
+            var section: Int
+            var start: Int
+            var items: [Item]
+        }
 
-    /// Where an old item of the full diff is: its chunk's ordinal and its offset in the chunk.
-    private struct OldItemReference {
-        var chunk: UInt32
-        var offset: UInt32
+        private var chunks: [Chunk] = []
+        /// Per rank: the chunk's ordinal in `chunks` and the item's offset in it.
+        private var references: [(chunk: UInt32, offset: UInt32)] = []
+
+        /// The items in `middles[section]` of each old section that has one.
+        init(_ old: Snapshot, middles: [Range<Int>?]) {
+            references.reserveCapacity(middles.reduce(0) { $0 + ($1?.count ?? 0) })
+            for (sectionIndex, middle) in middles.enumerated() {
+                guard let middle, !middle.isEmpty else { continue }
+                let list = old.sections[sectionIndex].items
+                var (chunk, offset) = list.locate(middle.lowerBound)
+                var position = middle.lowerBound
+                while position < middle.upperBound {
+                    let items = list.chunks[chunk].items
+                    chunks.append(Chunk(section: sectionIndex, start: position - offset, items: items))
+                    let end = min(items.count, offset + middle.upperBound - position)
+                    for itemOffset in offset..<end {
+                        references.append((UInt32(chunks.count - 1), UInt32(itemOffset)))
+                    }
+                    position += end - offset
+                    chunk += 1
+                    offset = 0
+                }
+            }
+        }
+
+        var count: Int { references.count }
+
+        func id(_ rank: Int) -> Identifier {
+            let reference = references[rank]
+            return chunks[Int(reference.chunk)].items[Int(reference.offset)].id
+        }
+
+        func data(_ rank: Int) -> JSONText? {
+            let reference = references[rank]
+            return chunks[Int(reference.chunk)].items[Int(reference.offset)].data
+        }
+
+        func path(_ rank: Int) -> ItemPath {
+            let reference = references[rank]
+            let chunk = chunks[Int(reference.chunk)]
+            return ItemPath(chunk.section, chunk.start + Int(reference.offset))
+        }
     }
 
     /// Where an item the writes restructured stood: its position, and how many untouched items
