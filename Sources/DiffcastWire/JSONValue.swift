@@ -2,16 +2,14 @@ import DiffcastCore
 
 /// A parsed JSON value that keeps what Diffcast must not lose: the order of object keys and the
 /// exact text of numbers.
-public enum JSONValue: Sendable, Equatable {
+public indirect enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number's text as it was written (already checked against JSON's grammar).
     case number(String)
     case string(String)
-    // Only the containers are boxed (a recursive enum needs it; without any `indirect` the
-    // runtime laid the type out wrong in debug builds). Scalars, most of a request, stay inline.
-    indirect case array([JSONValue])
-    indirect case object([Member])
+    case array([JSONValue])
+    case object([Member])
 
     /// One key/value pair of an object, in the order written.
     public struct Member: Sendable, Equatable {
