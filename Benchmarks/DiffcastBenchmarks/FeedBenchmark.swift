@@ -214,28 +214,14 @@ struct FeedBenchmark: ParsableCommand {
             held: writes)
     }
 
-    /// Occurrences of `pattern` (memchr for its first byte, then a compare).
+    /// Occurrences of `pattern`, not overlapping.
     private static func occurrences(of pattern: [UInt8], in bytes: ArraySlice<UInt8>) -> Int {
-        bytes.withUnsafeBytes { haystack in
-            pattern.withUnsafeBytes { needle in
-                guard let base = haystack.baseAddress, let pattern = needle.baseAddress, let first = needle.first else {
-                    return 0
-                }
-                var found = 0
-                var offset = 0
-                while haystack.count - offset >= needle.count,
-                    let hit = memchr(base + offset, Int32(first), haystack.count - offset - needle.count + 1)
-                {
-                    let position = base.distance(to: UnsafeRawPointer(hit))
-                    if memcmp(hit, pattern, needle.count) == 0 {
-                        found += 1
-                        offset = position + needle.count
-                    } else {
-                        offset = position + 1
-                    }
-                }
-                return found
-            }
+        var found = 0
+        var next = bytes.startIndex
+        while let hit = firstIndex(of: pattern, in: bytes, from: next) {
+            found += 1
+            next = hit + pattern.count
         }
+        return found
     }
 }

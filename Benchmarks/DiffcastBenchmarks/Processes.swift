@@ -155,29 +155,34 @@ final class UnixSocket: @unchecked Sendable {
     }
 }
 
-/// The integer after `"key":` in a JSON line, found without parsing the whole line (memchr and
-/// memcmp: the generic search cost the client more than the server's work on a long event line).
-func integerField(_ key: String, in line: ArraySlice<UInt8>) -> Int? {
-    let pattern = Array("\"\(key)\":".utf8)
-    let found: Int? = line.withUnsafeBufferPointer { bytes in
-        pattern.withUnsafeBufferPointer { needle in
-            guard let base = bytes.baseAddress, let needleBase = needle.baseAddress, let first = needle.first else {
+/// The index in `bytes` where the first `pattern` at or after `from` starts (memchr for its
+/// first byte, then memcmp: the generic `firstRange(of:)` cost the client more than the
+/// server's own work on a long event line).
+func firstIndex(of pattern: [UInt8], in bytes: ArraySlice<UInt8>, from start: Int? = nil) -> Int? {
+    let skip = (start ?? bytes.startIndex) - bytes.startIndex
+    return bytes.withUnsafeBufferPointer { haystack in
+        pattern.withUnsafeBufferPointer { needle -> Int? in
+            guard let base = haystack.baseAddress, let needleBase = needle.baseAddress, let first = needle.first else {
                 return nil
             }
-            var offset = 0
-            while offset + needle.count <= bytes.count,
-                let hit = memchr(base + offset, Int32(first), bytes.count - offset - needle.count + 1)
+            var offset = skip
+            while offset + needle.count <= haystack.count,
+                let hit = memchr(base + offset, Int32(first), haystack.count - offset - needle.count + 1)
             {
                 let position = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-                if memcmp(base + position, needleBase, needle.count) == 0 {
-                    return line.startIndex + position + needle.count
-                }
+                if memcmp(base + position, needleBase, needle.count) == 0 { return bytes.startIndex + position }
                 offset = position + 1
             }
             return nil
         }
     }
-    guard let start = found else { return nil }
+}
+
+/// The integer after `"key":` in a JSON line, found without parsing the whole line.
+func integerField(_ key: String, in line: ArraySlice<UInt8>) -> Int? {
+    let pattern = Array("\"\(key)\":".utf8)
+    guard let found = firstIndex(of: pattern, in: line) else { return nil }
+    let start = found + pattern.count
     var value = 0
     var index = start
     while index < line.endIndex, line[index] >= 48, line[index] <= 57 {

@@ -256,10 +256,10 @@ public struct Document: Sendable {
             sections.append(section)
         }
         snapshot.insertSections(sections, at: position)
-        if snapshot.sections.count > 1, chunkOwners.isEmpty || chunkOwners.count >= chunkOwnersLimit {
-            rebuildChunkOwners()
-        } else if snapshot.sections.count > 1 {
-            for section in sections { section.items.forEachChunk { chunkOwners[$0] = section.id } }
+        for section in sections {
+            var chunks: [ItemList.ChunkID] = []
+            section.items.forEachChunk { chunks.append($0) }
+            recordOwner(section.id, ofChunks: chunks)
         }
     }
 
@@ -305,22 +305,23 @@ public struct Document: Sendable {
     private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
         let sectionID = snapshot.sections[sectionIndex].id
         let revision = nextRevision()
-        // Entered before their chunk is known, so that every placement below is a move.
-        for item in items { addLocation(0, for: item.id) }
         let placements = snapshot.withSection(at: sectionIndex) { section in
             section.structureRevision = revision
             section.contentRevision = revision
             return section.items.insert(contentsOf: items, at: position)
         }
-        var lastChunk: ItemList.ChunkID?
+        // Without a split the placements are the inserted items; a split also reports the
+        // items it moved to another chunk, which the directory already holds.
+        let split = placements.count > items.count
+        let inserted = split ? Set(items.map(\.id)) : []
         for (id, chunk) in placements {
-            moveLocation(of: id, to: chunk)
-            if chunk != lastChunk, snapshot.sections.count > 1 {
-                chunkOwners[chunk] = sectionID
-                lastChunk = chunk
+            if !split || inserted.contains(id) {
+                addLocation(chunk, for: id)
+            } else {
+                moveLocation(of: id, to: chunk)
             }
         }
-        if snapshot.sections.count > 1, chunkOwners.count >= chunkOwnersLimit { rebuildChunkOwners() }
+        recordOwner(sectionID, ofChunks: placements.map(\.1))
         for item in items {
             marks.restructuredItems.insert(item.id)
         }
@@ -419,6 +420,14 @@ public struct Document: Sendable {
             undo?.directoryChanges.append(.removed(id, previous))
         }
         directory.remove(id)
+    }
+
+    /// Notes that `section` holds `chunks` (nothing to note with one section or none), and
+    /// rebuilds the table when it was empty or lingering entries doubled it.
+    private mutating func recordOwner(_ section: Identifier, ofChunks chunks: [ItemList.ChunkID]) {
+        guard snapshot.sections.count > 1 else { return }
+        if chunkOwners.isEmpty || chunkOwners.count >= chunkOwnersLimit { return rebuildChunkOwners() }
+        for chunk in chunks { chunkOwners[chunk] = section }
     }
 
     /// The section of every chunk, afresh from the snapshot (empty with one section or none).

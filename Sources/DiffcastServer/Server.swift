@@ -568,14 +568,12 @@ public final class Server {
                 for (index, row) in rows.enumerated() {
                     output.appendRaw(index == 0 ? "{\"name\":" : ",{\"name\":")
                     output.append(string: row.name)
-                    output.appendRaw(",\"version\":")
-                    output.append(row.version)
-                    output.appendRaw(",\"sections\":")
-                    output.append(row.sections)
-                    output.appendRaw(",\"items\":")
-                    output.append(row.items)
-                    output.appendRaw(",\"subscribers\":")
-                    output.append(subscribers[row.name]?.count ?? 0)
+                    Self.append(
+                        [
+                            (",\"version\":", row.version), (",\"sections\":", UInt64(row.sections)),
+                            (",\"items\":", UInt64(row.items)),
+                            (",\"subscribers\":", UInt64(subscribers[row.name]?.count ?? 0)),
+                        ], to: &output)
                     output.appendRaw("}")
                 }
                 output.appendRaw("]")
@@ -587,6 +585,14 @@ public final class Server {
             readOnlyReason = reason
             metrics?.readOnly.set(Int64(reason == nil ? 0 : 1))
             systemd.notify("STATUS=\(statusLine())")
+        }
+    }
+
+    /// Appends `,"key":count` members (each key given with its comma, quotes and colon).
+    private static func append(_ fields: [(StaticString, UInt64)], to output: inout JSONOutput) {
+        for (key, value) in fields {
+            output.appendRaw(key)
+            output.append(value)
         }
     }
 
@@ -608,19 +614,16 @@ public final class Server {
                 (",\"slow_disconnects\":", counters.slowDisconnects),
                 (",\"log_syncs\":", applied.logSyncs),
             ]
-            for (key, value) in fields {
-                output.appendRaw(key)
-                output.append(value)
-            }
+            Self.append(fields, to: &output)
             if let backbone = applied.backbone {
                 output.appendRaw(",\"backbone\":{\"node\":")
                 output.append(string: backbone.node)
-                output.appendRaw(",\"owned_collections\":")
-                output.append(backbone.ownedCollections)
-                output.appendRaw(",\"log_applied\":")
-                output.append(backbone.logApplied)
-                output.appendRaw(",\"writes_forwarded\":")
-                output.append(backbone.writesForwarded)
+                Self.append(
+                    [
+                        (",\"owned_collections\":", UInt64(backbone.ownedCollections)),
+                        (",\"log_applied\":", backbone.logApplied),
+                        (",\"writes_forwarded\":", backbone.writesForwarded),
+                    ], to: &output)
                 output.appendRaw("}")
             }
             output.appendRaw(",\"read_only\":")

@@ -21,8 +21,19 @@ enum Op: Int, CaseIterable {
     var name: String { Self.names[rawValue] }
     var isWrite: Bool { rawValue >= Op.apply.rawValue }
 
+    /// Every key a request of this op may carry (SPEC.md: any other is named as an error).
+    var requestKeys: [String] { Self.requestKeys[rawValue] }
+    /// Every key this op may carry as an entry of a `batch` (which names the collection).
+    var batchEntryKeys: [String] { Self.batchEntryKeys[rawValue] }
+
+    private static let requestKeys = allCases.map { op in
+        let namesCollection = op.isWrite || [.get, .unsubscribe, .drop, .subscribe].contains(op)
+        return op.argumentKeys + KeyCheck.everyRequest + (namesCollection ? ["collection"] : [])
+    }
+    private static let batchEntryKeys = allCases.map { $0.argumentKeys + KeyCheck.everyRequest }
+
     /// The keys the op takes besides `op`, `id` and `collection`.
-    var argumentKeys: [String] { Self.argumentKeys[rawValue] }
+    private var argumentKeys: [String] { Self.argumentKeys[rawValue] }
 
     private static let argumentKeys: [[String]] = allCases.map { op in
         switch op {

@@ -28,17 +28,9 @@ struct RequestDecoder {
         }
     }
 
-    /// The keys each read op takes, `op` and `id` included.
-    private static let readKeys: [[String]] = Op.allCases.map { op in
-        let named: Set<Op> = [.get, .unsubscribe, .drop, .subscribe]
-        return (named.contains(op) ? ["collection"] : []) + op.argumentKeys + KeyCheck.everyRequest
-    }
-
     private func command(_ name: String) throws(DiffcastError) -> Command {
         guard let op = Op(name: name) else { throw .unknownOperation(name) }
-        if !op.isWrite {
-            try KeyCheck.only(Self.readKeys[op.rawValue], in: object, "for '\(name)'")
-        }
+        try KeyCheck.only(op.requestKeys, in: object, "for '\(name)'")
         switch op {
         case .ping: return .ping
         case .auth:
@@ -66,7 +58,6 @@ struct RequestDecoder {
             return .subscribe(collection: name, since: since, epoch: epoch)
         default:
             let decoder = WriteDecoder(limits: limits)
-            try decoder.checkKeys(op, object, inBatch: false)
             let name = try collectionName()
             return .write(collection: name, try decoder.operation(op, object))
         }

@@ -4,18 +4,9 @@ import DiffcastCore
 struct WriteDecoder {
     let limits: RequestLimits
 
-    /// Every key a write request may carry, and every key a batch entry may carry.
-    private static let requestKeys = Op.allCases.map { $0.argumentKeys + KeyCheck.everyRequest + ["collection"] }
-    private static let batchEntryKeys = Op.allCases.map { $0.argumentKeys + KeyCheck.everyRequest }
     private static let sectionKeys = ["id", "data", "items"]
     private static let dataUpdateKeys = ["id", "data"]
     private static let itemKeys = ["id", "data"]
-
-    /// Rejects a key the op does not take (sections and items are checked as they are read).
-    func checkKeys(_ op: Op, _ request: JSONValue, inBatch: Bool) throws(DiffcastError) {
-        let keys = (inBatch ? Self.batchEntryKeys : Self.requestKeys)[op.rawValue]
-        try KeyCheck.only(keys, in: request, "for '\(op.name)'")
-    }
 
     func operation(_ op: Op, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
         switch op {
@@ -65,7 +56,8 @@ struct WriteDecoder {
                     throw .invalidArgument("'\(name)' cannot be part of a batch")
                 }
                 guard let op = Op(name: name), op.isWrite else { throw .unknownOperation(name) }
-                try checkKeys(op, entry, inBatch: true)
+                // Keys of sections and items are checked as they are read.
+                try KeyCheck.only(op.batchEntryKeys, in: entry, "for '\(name)'")
                 operations.append(try operation(op, entry))
             } catch {
                 throw .inBatch(entry: index, error)
