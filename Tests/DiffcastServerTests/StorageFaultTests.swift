@@ -85,6 +85,15 @@ import Testing
         _ directory: String, acknowledged: [Acknowledged], keeping mustKeep: Int, naming file: String,
         withOffset: Bool
     ) -> Outcome {
+        recoverExplained(directory, acknowledged: acknowledged, keeping: mustKeep, naming: file, withOffset: withOffset)
+            .outcome
+    }
+
+    /// `recover`, with what was seen: the error, or the state and how many records it matched.
+    private static func recoverExplained(
+        _ directory: String, acknowledged: [Acknowledged], keeping mustKeep: Int, naming file: String,
+        withOffset: Bool
+    ) -> (outcome: Outcome, seen: String) {
         let engine = ApplyEngine()
         do {
             let store = try StateStore(directory: directory, options: StateStore.Options(), logger: quiet)
@@ -92,12 +101,17 @@ import Testing
         } catch {
             let message = "\(error)"
             let named = message.contains(file) && (!withOffset || message.contains("offset"))
-            return named ? .refusedNamingIt : .silentLoss
+            return (named ? .refusedNamingIt : .silentLoss, "error: \(message)")
         }
         let state = fingerprint(engine)
-        guard let match = acknowledged.last(where: { $0.fingerprint == state }) else { return .silentLoss }
-        if match.records == acknowledged.last?.records { return .recoveredEverything }
-        return match.records >= mustKeep ? .recoveredPrefix : .silentLoss
+        guard let match = acknowledged.last(where: { $0.fingerprint == state }) else {
+            return (.silentLoss, "a state no acknowledged state has: \(state)")
+        }
+        if match.records == acknowledged.last?.records { return (.recoveredEverything, "") }
+        return (
+            match.records >= mustKeep ? .recoveredPrefix : .silentLoss,
+            "the state after \(match.records) records, \(mustKeep) needed"
+        )
     }
 
     private static func scratch() throws -> String {
@@ -147,9 +161,9 @@ import Testing
             for (kind, bytes) in [("flip", flipped), ("zero", zeroed), ("truncate", Array(log[..<offset]))]
             where bytes != log {
                 try Self.reset(copy, with: ["wal-1.log": bytes])
-                let outcome = Self.recover(
+                let (outcome, seen) = Self.recoverExplained(
                     copy, acknowledged: acknowledged, keeping: intact, naming: "wal-1.log", withOffset: true)
-                tally.add(outcome, "\(kind) at \(offset)")
+                tally.add(outcome, "\(kind) at \(offset): \(seen)")
                 if outcome == .recoveredPrefix, !(kind == "truncate" && (offset == 0 || ends.contains(offset))) {
                     let aside = try FileManager.default.contentsOfDirectory(atPath: copy).filter {
                         $0.contains(".torn-")
@@ -186,10 +200,9 @@ import Testing
                 try Self.reset(copy, with: ["checkpoint.json": bytes, "wal-2.log": log])
                 // Nothing may be lost here: the checkpoint holds acknowledged state.
                 let mustKeep = acknowledged.last?.records ?? 0
-                tally.add(
-                    Self.recover(
-                        copy, acknowledged: acknowledged, keeping: mustKeep, naming: "checkpoint.json",
-                        withOffset: false), "\(kind) at \(offset)")
+                let (outcome, seen) = Self.recoverExplained(
+                    copy, acknowledged: acknowledged, keeping: mustKeep, naming: "checkpoint.json", withOffset: false)
+                tally.add(outcome, "\(kind) at \(offset): \(seen)")
             }
         }
         print("Checkpoint of \(checkpoint.count) bytes; every byte flipped, zeroed, truncated:\n\(tally)")
