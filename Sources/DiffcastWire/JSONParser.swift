@@ -2,6 +2,10 @@ import DiffcastCore
 
 /// A strict RFC 8259 parser over UTF-8 bytes with a nesting limit, so no input can exhaust the
 /// stack. Errors are `parse_error`, or `limit_exceeded` for nesting past `maximumDepth`.
+///
+/// It reads a text into a flat list of tokens that point into the bytes (`JSONView`), with no
+/// allocation per value: the request path decodes from that list and takes data that is already
+/// canonical straight from the line. `parse` builds a `JSONValue` tree from the same tokens.
 public struct JSONParser {
     public static let defaultMaximumDepth = 256
 
@@ -11,32 +15,71 @@ public struct JSONParser {
     ) throws(DiffcastError) -> JSONValue {
         // Parsed in place when the bytes are contiguous (a request line is), copied otherwise.
         let parsed = bytes.withContiguousStorageIfAvailable { buffer in
-            Result { () throws(DiffcastError) in try parseValue(in: buffer, maximumDepth: maximumDepth) }
+            Result { () throws(DiffcastError) in try tree(of: buffer, maximumDepth: maximumDepth) }
         }
         if let parsed { return try parsed.get() }
         return try Array(bytes).withUnsafeBufferPointer { buffer throws(DiffcastError) in
-            try parseValue(in: buffer, maximumDepth: maximumDepth)
+            try tree(of: buffer, maximumDepth: maximumDepth)
         }
     }
 
-    private static func parseValue(
-        in buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int
+    private static func tree(
+        of buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int
     ) throws(DiffcastError) -> JSONValue {
+        try withView(of: buffer, maximumDepth: maximumDepth) { $0.jsonValue }
+    }
+
+    /// `withView` for a `body` that cannot fail.
+    static func withView<Result>(
+        of buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, _ body: (JSONView) -> Result
+    ) throws(DiffcastError) -> Result {
+        try withView(of: buffer, maximumDepth: maximumDepth, parseFailure: { (error: DiffcastError) in error }) {
+            (view: JSONView) throws(DiffcastError) in body(view)
+        }
+    }
+
+    /// Parses exactly one JSON value in `buffer` and passes `body` a view of it, valid only
+    /// inside `body`. A parse error goes through `parseFailure`, so callers keep one error type.
+    static func withView<Result, Failure: Error>(
+        of buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, parseFailure: (DiffcastError) -> Failure,
+        _ body: (JSONView) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let tokens: [JSONToken]
+        do {
+            tokens = try tokenize(buffer, maximumDepth: maximumDepth)
+        } catch {
+            throw parseFailure(error)
+        }
+        return try tokens.withUnsafeBufferPointer { tokens throws(Failure) in
+            try body(JSONView(tokens: tokens, source: buffer, index: 0))
+        }
+    }
+
+    private static func tokenize(
+        _ buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int
+    ) throws(DiffcastError) -> [JSONToken] {
+        guard buffer.count < Int(UInt32.max) else { throw .limitExceeded("a JSON text of 4 GiB or more") }
         var parser = Cursor(bytes: buffer, maximumDepth: maximumDepth)
+        // About one token per 8 bytes of a typical request, so one allocation usually suffices.
+        parser.tokens.reserveCapacity(buffer.count / 8 + 4)
         parser.skipWhitespace()
-        let value = try parser.parseValue(depth: 0)
+        try parser.parseValue(depth: 0)
         parser.skipWhitespace()
         guard parser.position == buffer.count else {
             throw .parseError(
                 "unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
         }
-        return value
+        return parser.tokens
     }
 
-    private struct Cursor {
+    /// Reads JSON text into tokens. It also decodes a string's escapes, for `JSONView`.
+    struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
         let maximumDepth: Int
         var position = 0
+        var tokens: [JSONToken] = []
+        /// The decoded bytes of the last string that had escapes.
+        var decoded: [UInt8] = []
 
         init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
             self.bytes = bytes
@@ -49,29 +92,50 @@ public struct JSONParser {
             return byte >= 0x20 && byte < 0x7f ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16)
         }
 
-        mutating func skipWhitespace() {
+        /// Skips white space; true when there was some.
+        @discardableResult
+        mutating func skipWhitespace() -> Bool {
+            let start = position
             while position < bytes.count {
                 switch bytes[position] {
                 case 0x20, 0x09, 0x0a, 0x0d: position += 1
-                default: return
+                default: return position > start
                 }
             }
+            return position > start
         }
 
         func error(_ what: String) -> DiffcastError {
             .parseError("\(what) at byte \(position) ('\(describeCurrent())')")
         }
 
-        mutating func parseValue(depth: Int) throws(DiffcastError) -> JSONValue {
+        /// Appends the token of a value without inner tokens, which ends at `position`.
+        private mutating func appendScalar(_ kind: JSONToken.Kind, from start: Int, canonical: Bool = true) {
+            tokens.append(
+                JSONToken(
+                    kind: kind, isCanonical: canonical, start: UInt32(start), end: UInt32(position), count: 0,
+                    next: UInt32(tokens.count + 1)))
+        }
+
+        mutating func parseValue(depth: Int) throws(DiffcastError) {
             guard position < bytes.count else { throw error("expected a value") }
+            let start = position
             switch bytes[position] {
-            case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
-            case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
-            case UInt8(ascii: "\""): return .string(try parseString())
-            case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-            case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-            case UInt8(ascii: "n"): try expectLiteral("null"); return .null
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+            case UInt8(ascii: "{"): try parseObject(depth: depth + 1)
+            case UInt8(ascii: "["): try parseArray(depth: depth + 1)
+            case UInt8(ascii: "\""): try parseString()
+            case UInt8(ascii: "t"):
+                try expectLiteral("true")
+                appendScalar(.true, from: start)
+            case UInt8(ascii: "f"):
+                try expectLiteral("false")
+                appendScalar(.false, from: start)
+            case UInt8(ascii: "n"):
+                try expectLiteral("null")
+                appendScalar(.null, from: start)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                try parseNumber()
+                appendScalar(.number, from: start)
             default: throw error("expected a value")
             }
         }
@@ -92,80 +156,117 @@ public struct JSONParser {
             }
         }
 
-        mutating func parseObject(depth: Int) throws(DiffcastError) -> JSONValue {
-            try checkDepth(depth)
+        /// Opens a container's token; `close` completes it.
+        private mutating func open(_ kind: JSONToken.Kind) -> Int {
+            tokens.append(
+                JSONToken(kind: kind, isCanonical: true, start: UInt32(position), end: 0, count: 0, next: 0))
             position += 1
-            var members: [JSONValue.Member] = []
+            return tokens.count - 1
+        }
+
+        private mutating func close(_ index: Int, count: Int, canonical: Bool) {
+            tokens[index].end = UInt32(position)
+            tokens[index].count = UInt32(count)
+            tokens[index].next = UInt32(tokens.count)
+            tokens[index].isCanonical = canonical
+        }
+
+        mutating func parseObject(depth: Int) throws(DiffcastError) {
+            try checkDepth(depth)
+            let index = open(.object)
+            var count = 0
+            var canonical = !skipWhitespace()
             var seenKeys = Set<Identifier>()
-            skipWhitespace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                 position += 1
-                return .object(members)
+                return close(index, count: 0, canonical: canonical)
             }
             while true {
-                skipWhitespace()
+                if skipWhitespace() { canonical = false }
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
                     throw error("expected a string key")
                 }
                 let keyPosition = position
-                let key = try parseString()
-                // Keys compared as bytes; a scan for small objects, a set once they grow (no
-                // quadratic cost for an object with many keys).
-                let isDuplicate: Bool
-                if members.count < 16 {
-                    isDuplicate = members.contains { UTF8Bytes.equal($0.key, key) }
-                } else {
-                    if seenKeys.isEmpty { seenKeys = Set(members.map { Identifier($0.key) }) }
-                    isDuplicate = !seenKeys.insert(Identifier(key)).inserted
-                }
-                if isDuplicate {
+                let keyIndex = tokens.count
+                try parseString()
+                if isDuplicateKey(keyIndex, of: index, count: count, seen: &seenKeys) {
+                    let key = tokens[keyIndex].text(in: bytes)
                     throw .parseError("duplicate key '\(key)' in one object at byte \(keyPosition)")
                 }
-                skipWhitespace()
+                if skipWhitespace() { canonical = false }
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 position += 1
-                skipWhitespace()
-                members.append(.init(key, try parseValue(depth: depth)))
-                skipWhitespace()
+                if skipWhitespace() { canonical = false }
+                let valueIndex = tokens.count
+                try parseValue(depth: depth)
+                count += 1
+                canonical = canonical && tokens[keyIndex].isCanonical && tokens[valueIndex].isCanonical
+                if skipWhitespace() { canonical = false }
                 guard position < bytes.count else { throw error("unterminated object") }
                 if bytes[position] == UInt8(ascii: ",") {
                     position += 1
                 } else if bytes[position] == UInt8(ascii: "}") {
                     position += 1
-                    return .object(members)
+                    return close(index, count: count, canonical: canonical)
                 } else {
                     throw error("expected ',' or '}'")
                 }
             }
         }
 
-        mutating func parseArray(depth: Int) throws(DiffcastError) -> JSONValue {
+        /// Keys compared as decoded bytes; a scan for small objects, a set once they grow (no
+        /// quadratic cost for an object with many keys).
+        private func isDuplicateKey(
+            _ keyIndex: Int, of object: Int, count: Int, seen: inout Set<Identifier>
+        ) -> Bool {
+            let key = tokens[keyIndex]
+            if count < 16 {
+                var index = object + 1
+                for _ in 0..<count {
+                    if tokens[index].hasSameText(as: key, in: bytes) { return true }
+                    index = Int(tokens[index + 1].next)
+                }
+                return false
+            }
+            if seen.isEmpty {
+                var index = object + 1
+                for _ in 0..<count {
+                    seen.insert(Identifier(tokens[index].text(in: bytes)))
+                    index = Int(tokens[index + 1].next)
+                }
+            }
+            return !seen.insert(Identifier(key.text(in: bytes))).inserted
+        }
+
+        mutating func parseArray(depth: Int) throws(DiffcastError) {
             try checkDepth(depth)
-            position += 1
-            var elements: [JSONValue] = []
-            skipWhitespace()
+            let index = open(.array)
+            var count = 0
+            var canonical = !skipWhitespace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
                 position += 1
-                return .array(elements)
+                return close(index, count: 0, canonical: canonical)
             }
             while true {
-                skipWhitespace()
-                elements.append(try parseValue(depth: depth))
-                skipWhitespace()
+                if skipWhitespace() { canonical = false }
+                let elementIndex = tokens.count
+                try parseValue(depth: depth)
+                count += 1
+                canonical = canonical && tokens[elementIndex].isCanonical
+                if skipWhitespace() { canonical = false }
                 guard position < bytes.count else { throw error("unterminated array") }
                 if bytes[position] == UInt8(ascii: ",") {
                     position += 1
                 } else if bytes[position] == UInt8(ascii: "]") {
                     position += 1
-                    return .array(elements)
+                    return close(index, count: count, canonical: canonical)
                 } else {
                     throw error("expected ',' or ']'")
                 }
             }
         }
 
-        mutating func parseNumber() throws(DiffcastError) -> String {
-            let start = position
+        mutating func parseNumber() throws(DiffcastError) {
             if bytes[position] == UInt8(ascii: "-") { position += 1 }
             guard position < bytes.count, isDigit(bytes[position]) else { throw error("bad number") }
             if bytes[position] == UInt8(ascii: "0") {
@@ -187,45 +288,47 @@ public struct JSONParser {
                 guard position < bytes.count, isDigit(bytes[position]) else { throw error("bad number") }
                 while position < bytes.count, isDigit(bytes[position]) { position += 1 }
             }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
         }
 
         func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-        mutating func parseString() throws(DiffcastError) -> String {
-            position += 1
+        /// Reads a string and appends its token. A string with escapes is decoded into
+        /// `decoded`, to check that it is UTF-8.
+        mutating func parseString() throws(DiffcastError) {
             let start = position
+            position += 1
             // Fast path: no escapes.
             while position < bytes.count {
                 let byte = bytes[position]
                 if byte == UInt8(ascii: "\"") {
-                    let raw = UnsafeBufferPointer(rebasing: bytes[start..<position])
+                    let raw = UnsafeBufferPointer(rebasing: bytes[(start + 1)..<position])
                     position += 1
-                    // ASCII is valid UTF-8, and decoding it needs no generic validation (which
-                    // costs a metadata lookup per string on the loop thread).
-                    if raw.allSatisfy({ $0 < 0x80 }) { return String(decoding: raw, as: UTF8.self) }
-                    guard let text = String(validating: raw, as: UTF8.self) else {
+                    // ASCII is valid UTF-8 and needs no generic validation (which costs a
+                    // metadata lookup per string on the loop thread).
+                    if !raw.allSatisfy({ $0 < 0x80 }), String(validating: raw, as: UTF8.self) == nil {
                         throw .parseError("invalid UTF-8 in a string ending at byte \(position)")
                     }
-                    return text
+                    return appendScalar(.string, from: start)
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 if byte < 0x20 { throw error("control character in a string") }
                 position += 1
             }
-            var decoded = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+            decoded.removeAll(keepingCapacity: true)
+            decoded.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[(start + 1)..<position]))
+            var canonical = true
             while position < bytes.count {
                 let byte = bytes[position]
                 switch byte {
                 case UInt8(ascii: "\""):
                     position += 1
-                    guard let text = String(validating: decoded, as: UTF8.self) else {
+                    guard String(validating: decoded, as: UTF8.self) != nil else {
                         throw .parseError("invalid UTF-8 in a string ending at byte \(position)")
                     }
-                    return text
+                    return appendScalar(.escapedString, from: start, canonical: canonical)
                 case UInt8(ascii: "\\"):
                     position += 1
-                    try parseEscape(into: &decoded)
+                    if !(try parseEscape()) { canonical = false }
                 case 0..<0x20:
                     throw error("control character in a string")
                 default:
@@ -236,18 +339,23 @@ public struct JSONParser {
             throw error("unterminated string")
         }
 
-        mutating func parseEscape(into decoded: inout [UInt8]) throws(DiffcastError) {
+        /// Decodes one escape into `decoded`; true when it is written as `JSONOutput` writes it.
+        mutating func parseEscape() throws(DiffcastError) -> Bool {
             guard position < bytes.count else { throw error("unterminated escape") }
             let byte = bytes[position]
             position += 1
             switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(byte)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): decoded.append(byte)
+            case UInt8(ascii: "/"):
+                decoded.append(byte)
+                return false
             case UInt8(ascii: "b"): decoded.append(0x08)
             case UInt8(ascii: "f"): decoded.append(0x0c)
             case UInt8(ascii: "n"): decoded.append(0x0a)
             case UInt8(ascii: "r"): decoded.append(0x0d)
             case UInt8(ascii: "t"): decoded.append(0x09)
             case UInt8(ascii: "u"):
+                let digits = UnsafeBufferPointer(rebasing: bytes[position..<min(position + 4, bytes.count)])
                 var scalar = try parseHex4()
                 if (0xd800..<0xdc00).contains(scalar) {
                     guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
@@ -262,9 +370,14 @@ public struct JSONParser {
                 }
                 guard let unicode = Unicode.Scalar(scalar) else { throw error("bad escape") }
                 decoded.append(contentsOf: String(Character(unicode)).utf8)
+                // `JSONOutput` writes `\u00xx` (lower case) only for control characters that
+                // have no short escape.
+                let hasShortEscape = [0x08, 0x09, 0x0a, 0x0c, 0x0d].contains(scalar)
+                return scalar < 0x20 && !hasShortEscape && !digits.contains { (0x41...0x46).contains($0) }
             default:
                 throw error("bad escape")
             }
+            return true
         }
 
         mutating func parseHex4() throws(DiffcastError) -> UInt32 {

@@ -3,12 +3,11 @@ import DiffcastCore
 /// Reads the members of one request object into a typed `Request`, checking every argument in
 /// the order SPEC.md's reference model does, so the first culprit is the one named.
 struct RequestDecoder {
-    let object: JSONValue
+    let object: JSONView
     let limits: RequestLimits
     let id: JSONText?
 
-    init(object members: [JSONValue.Member], limits: RequestLimits) {
-        let object = JSONValue.object(members)
+    init(object: JSONView, limits: RequestLimits) {
         self.object = object
         self.limits = limits
         self.id = object["id"].map { JSONText(canonical: $0.canonicalText) }
@@ -18,7 +17,7 @@ struct RequestDecoder {
         guard let opValue = object["op"] else {
             throw RequestError(id: id, op: nil, error: .invalidArgument("missing 'op'"))
         }
-        guard case .string(let op) = opValue else {
+        guard let op = opValue.string else {
             throw RequestError(id: id, op: nil, error: .invalidArgument("'op' must be a string"))
         }
         do {
@@ -34,7 +33,7 @@ struct RequestDecoder {
         switch op {
         case .ping: return .ping
         case .auth:
-            guard case .string(let token) = object["token"] else { throw .invalidArgument("'token' must be a string") }
+            guard let token = object["token"]?.string else { throw .invalidArgument("'token' must be a string") }
             return .auth(token: token)
         case .list: return .list
         case .stats: return .stats
@@ -44,15 +43,15 @@ struct RequestDecoder {
         case .subscribe:
             let name = try collectionName()
             var since: UInt64?
-            if let value = object["since"], value != .null {
-                guard case .number(let text) = value, value.isIntegerNumber, let version = UInt64(text) else {
+            if let value = object["since"], !value.isNull {
+                guard value.isIntegerNumber, let text = value.numberText, let version = UInt64(text) else {
                     throw .invalidArgument("'since' must be a version (an unsigned integer)")
                 }
                 since = version
             }
             var epoch: String?
-            if let value = object["epoch"], value != .null {
-                guard case .string(let text) = value else { throw .invalidArgument("'epoch' must be a string") }
+            if let value = object["epoch"], !value.isNull {
+                guard let text = value.string else { throw .invalidArgument("'epoch' must be a string") }
                 epoch = text
             }
             return .subscribe(collection: name, since: since, epoch: epoch)
@@ -65,7 +64,7 @@ struct RequestDecoder {
 
     private func collectionName() throws(DiffcastError) -> String {
         guard let value = object["collection"] else { throw .invalidArgument("missing 'collection'") }
-        guard case .string(let name) = value else { throw .invalidName(value.canonicalText) }
+        guard let name = value.string else { throw .invalidName(value.canonicalText) }
         guard CollectionName.isValid(name) else { throw .invalidName(name) }
         return name
     }
@@ -97,12 +96,11 @@ enum KeyCheck {
     /// Throws `invalid_argument` for the first key of `object` not in `allowed` (compared as
     /// bytes), naming it and where it stood. It runs for every request and every item object, so
     /// it allocates nothing.
-    static func only(_ allowed: [String], in object: JSONValue, _ place: @autoclosure () -> String)
+    static func only(_ allowed: [String], in object: JSONView, _ place: @autoclosure () -> String)
         throws(DiffcastError)
     {
-        guard case .object(let members) = object else { return }
-        for member in members where !allowed.contains(where: { UTF8Bytes.equal($0, member.key) }) {
-            throw .invalidArgument("unknown key '\(member.key)' \(place())")
+        for member in object.members where !allowed.contains(where: { member.key.hasText($0) }) {
+            throw .invalidArgument("unknown key '\(member.key.string ?? "")' \(place())")
         }
     }
 }

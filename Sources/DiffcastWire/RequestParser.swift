@@ -12,29 +12,31 @@ public struct RequestParser: Sendable {
     public func parse(line: some Collection<UInt8>) throws(RequestError) -> Request {
         var bytes = Array(line)
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        let object = try requestObject(bytes)
-        var request = try RequestDecoder(object: object, limits: limits).decode()
+        var request = try bytes.withUnsafeBufferPointer { line throws(RequestError) in try decode(line) }
         request.line = bytes
         return request
     }
 
-    private func requestObject(_ bytes: [UInt8]) throws(RequestError) -> [JSONValue.Member] {
-        let start = bytes.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? bytes.count
-        if start < bytes.count, bytes[start] == UInt8(ascii: "{") || bytes[start] == UInt8(ascii: "[") {
-            let value = try json(bytes[start...])
-            guard case .object(let members) = value else {
-                throw RequestError(id: nil, op: nil, error: .parseError("a request must be a JSON object"))
-            }
-            return members
+    private func decode(_ line: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+        let start = line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? line.count
+        if start < line.count, line[start] == UInt8(ascii: "{") || line[start] == UInt8(ascii: "[") {
+            return try decode(json: UnsafeBufferPointer(rebasing: line[start...]))
         }
-        return try inlineObject(bytes[start...])
+        // The inline form is for people at a terminal: its members are written out as the
+        // object they stand for and read like any request.
+        var object = JSONOutput()
+        object.append(.object(try inlineObject(Array(line[start...])[...])))
+        return try object.bytes.withUnsafeBufferPointer { json throws(RequestError) in try decode(json: json) }
     }
 
-    private func json(_ bytes: ArraySlice<UInt8>) throws(RequestError) -> JSONValue {
-        do {
-            return try JSONParser.parse(bytes, maximumDepth: limits.maximumDepth)
-        } catch {
-            throw RequestError(id: nil, op: nil, error: error)
+    private func decode(json: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+        try JSONParser.withView(
+            of: json, maximumDepth: limits.maximumDepth, parseFailure: { RequestError(id: nil, op: nil, error: $0) }
+        ) { root throws(RequestError) in
+            guard root.isObject else {
+                throw RequestError(id: nil, op: nil, error: .parseError("a request must be a JSON object"))
+            }
+            return try RequestDecoder(object: root, limits: limits).decode()
         }
     }
 

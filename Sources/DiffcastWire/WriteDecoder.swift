@@ -8,7 +8,7 @@ struct WriteDecoder {
     private static let dataUpdateKeys = ["id", "data"]
     private static let itemKeys = ["id", "data"]
 
-    func operation(_ op: Op, _ request: JSONValue) throws(DiffcastError) -> WriteOperation {
+    func operation(_ op: Op, _ request: JSONView) throws(DiffcastError) -> WriteOperation {
         switch op {
         case .apply: return .apply(sections: try sections(request, "sections"))
         case .appendSections: return .appendSections(try sections(request, "sections"))
@@ -42,14 +42,14 @@ struct WriteDecoder {
         }
     }
 
-    private func batch(_ request: JSONValue) throws(DiffcastError) -> [WriteOperation] {
-        guard case .array(let entries) = try required(request, "ops") else {
+    private func batch(_ request: JSONView) throws(DiffcastError) -> [WriteOperation] {
+        guard let entries = try required(request, "ops").elements else {
             throw .invalidArgument("'ops' must be a list of requests")
         }
         var operations: [WriteOperation] = []
         for (index, entry) in entries.enumerated() {
             do throws(DiffcastError) {
-                guard case .string(let name) = entry["op"] else {
+                guard let name = entry["op"]?.string else {
                     throw .invalidArgument("a batch entry needs an 'op'")
                 }
                 if name == "batch" || name == "drop" {
@@ -66,35 +66,34 @@ struct WriteDecoder {
         return operations
     }
 
-    private func required(_ request: JSONValue, _ key: String) throws(DiffcastError) -> JSONValue {
+    private func required(_ request: JSONView, _ key: String) throws(DiffcastError) -> JSONView {
         guard let value = request[key] else { throw .invalidArgument("missing '\(key)'") }
         return value
     }
 
-    private func list(_ value: JSONValue, _ key: String) throws(DiffcastError) -> [JSONValue] {
-        guard case .array(let elements) = value else { throw .invalidArgument("'\(key)' must be a list") }
+    private func list(_ value: JSONView, _ key: String) throws(DiffcastError) -> JSONView.Children {
+        guard let elements = value.elements else { throw .invalidArgument("'\(key)' must be a list") }
         return elements
     }
 
     /// An identifier: a string of 1...limit bytes, or an integer taken as its decimal text.
-    private func identifier(_ value: JSONValue, _ what: String) throws(DiffcastError) -> Identifier {
-        switch value {
-        case .string(let text):
+    private func identifier(_ value: JSONView, _ what: String) throws(DiffcastError) -> Identifier {
+        if let text = value.string {
             let count = text.utf8.count
             guard count >= 1, count <= limits.maximumIdentifierBytes else {
                 throw .invalidArgument(
                     "\(what) identifier must be 1-\(limits.maximumIdentifierBytes) bytes, got \(count)")
             }
             return Identifier(text)
-        case .number(let text) where value.isIntegerNumber:
-            return Identifier(integerText: text)
-        default:
-            throw .invalidArgument(
-                "\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
         }
+        if value.isIntegerNumber, let text = value.numberText {
+            return Identifier(integerText: text)
+        }
+        throw .invalidArgument(
+            "\(what) identifier must be a string or an integer, got \(value.canonicalText.prefix(64))")
     }
 
-    private func identifiers(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [Identifier] {
+    private func identifiers(_ request: JSONView, _ key: String) throws(DiffcastError) -> [Identifier] {
         var result: [Identifier] = []
         for element in try list(try required(request, key), key) {
             result.append(try identifier(element, key == "sections" ? "section" : "item"))
@@ -102,8 +101,8 @@ struct WriteDecoder {
         return result
     }
 
-    private func item(_ value: JSONValue) throws(DiffcastError) -> Item {
-        if case .object = value {
+    private func item(_ value: JSONView) throws(DiffcastError) -> Item {
+        if value.isObject {
             try KeyCheck.only(Self.itemKeys, in: value, "in an item")
             guard let id = value["id"] else { throw .invalidArgument("item without 'id'") }
             return Item(id: try identifier(id, "item"), data: value["data"]?.asData)
@@ -111,7 +110,7 @@ struct WriteDecoder {
         return Item(id: try identifier(value, "item"))
     }
 
-    private func items(_ value: JSONValue) throws(DiffcastError) -> [Item] {
+    private func items(_ value: JSONView) throws(DiffcastError) -> [Item] {
         var result: [Item] = []
         let elements = try list(value, "items")
         result.reserveCapacity(elements.count)
@@ -119,15 +118,15 @@ struct WriteDecoder {
         return result
     }
 
-    private func sections(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [SectionInput] {
+    private func sections(_ request: JSONView, _ key: String) throws(DiffcastError) -> [SectionInput] {
         var result: [SectionInput] = []
         for element in try list(try required(request, key), key) {
-            guard case .object = element, let id = element["id"] else {
+            guard element.isObject, let id = element["id"] else {
                 throw .invalidArgument("section without 'id'")
             }
             try KeyCheck.only(Self.sectionKeys, in: element, "in a section")
             var sectionItems: [Item] = []
-            if let value = element["items"], value != .null {
+            if let value = element["items"], !value.isNull {
                 sectionItems = try items(value)
             }
             result.append(
@@ -136,10 +135,10 @@ struct WriteDecoder {
         return result
     }
 
-    private func dataUpdates(_ request: JSONValue, _ key: String) throws(DiffcastError) -> [DataUpdate] {
+    private func dataUpdates(_ request: JSONView, _ key: String) throws(DiffcastError) -> [DataUpdate] {
         var result: [DataUpdate] = []
         for element in try list(try required(request, key), key) {
-            guard case .object = element, let id = element["id"] else {
+            guard element.isObject, let id = element["id"] else {
                 throw .invalidArgument("each of '\(key)' must be an object with 'id' and 'data'")
             }
             try KeyCheck.only(Self.dataUpdateKeys, in: element, "in an entry of '\(key)'")
@@ -150,7 +149,7 @@ struct WriteDecoder {
         return result
     }
 
-    private func anchor(_ request: JSONValue) throws(DiffcastError) -> Anchor {
+    private func anchor(_ request: JSONView) throws(DiffcastError) -> Anchor {
         switch (request["before"], request["after"]) {
         case (let before?, nil): return .before(try identifier(before, "anchor"))
         case (nil, let after?): return .after(try identifier(after, "anchor"))

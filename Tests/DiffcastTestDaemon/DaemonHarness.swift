@@ -141,8 +141,12 @@ public final class Client: @unchecked Sendable {
             }
         }
         guard result == 0 else {
-            Glibc.close(descriptor)
-            throw HarnessError.failed("connect \(path): \(errno)")
+            let error = errno
+            // Through `close()`, which forgets the number: `deinit` runs for an object whose init
+            // throws, and a second close could hit a descriptor another test has reused (a
+            // concurrent storage test once lost its log file that way).
+            close()
+            throw HarnessError.failed("connect \(path): \(error)")
         }
     }
 

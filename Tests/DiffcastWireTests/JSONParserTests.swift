@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastTestSupport
 import Testing
 
 @testable import DiffcastWire
@@ -52,5 +53,90 @@ import Testing
         _ = try JSONParser.parse(Array(allowed.utf8))
         let huge = String(repeating: "[", count: 100_000)
         #expect(throws: DiffcastError.self) { try JSONParser.parse(Array(huge.utf8)) }
+    }
+
+    /// Data taken straight from the request text (when it is already canonical) is what
+    /// writing the parsed tree gives, for any spacing and any way of escaping.
+    @Test(arguments: [1, 2, 3, 4] as [UInt64])
+    func dataFromTheSourceIsTheCanonicalTextOfTheTree(seed: UInt64) throws {
+        var generator = SplitMix64(seed: seed)
+        var fromSource = 0
+        for _ in 0..<2_000 {
+            let text = Self.randomJSON(&generator, depth: 0)
+            let tree = try JSONParser.parse(Array(text.utf8))
+            let viewed = try Array(text.utf8).withUnsafeBufferPointer { buffer in
+                try JSONParser.withView(of: buffer, maximumDepth: 256) { view in
+                    (data: view.asData?.text, canonical: view.canonicalText, value: view.jsonValue)
+                }
+            }
+            var written = JSONOutput()
+            written.append(tree)
+            #expect(viewed.data == tree.asData?.text, "\(text)")
+            #expect(viewed.canonical == written.string, "\(text)")
+            #expect(viewed.value == tree, "\(text)")
+            if viewed.canonical.utf8.count == text.utf8.count { fromSource += 1 }
+        }
+        #expect(fromSource > 100, "some texts are canonical as written")
+    }
+
+    /// Golden values from elsewhere: Python's `json.dumps(json.loads(text), ensure_ascii=False,
+    /// separators=(",", ":"))`. No Unicode normalization: "é" written two ways stays two texts.
+    @Test func canonicalTextMatchesPython() throws {
+        let cases = [
+            (#"{ "b" : "x\/y" , "a" : [ 1 , 25 ] }"#, #"{"b":"x/y","a":[1,25]}"#),
+            (
+                #"["\u00e9\u0301", "e\u0301", "\u001F\u001f\n\t\"", "\ud83d\ude00"]"#,
+                "[\"\u{e9}\u{301}\",\"e\u{301}\",\"\\u001f\\u001f\\n\\t\\\"\",\"😀\"]"
+            ),
+            (#"{"k":{"n":null,"t":true}}"#, #"{"k":{"n":null,"t":true}}"#),
+        ]
+        for (text, python) in cases {
+            let data = try Array(text.utf8).withUnsafeBufferPointer { buffer in
+                try JSONParser.withView(of: buffer, maximumDepth: 256) { $0.asData?.text }
+            }
+            #expect(data.map { Array($0.utf8) } == Array(python.utf8), "\(text)")
+        }
+    }
+
+    /// A key written with an escape is the same key: a duplicate, in small and large objects.
+    @Test(arguments: [2, 20])
+    func aKeySpelledWithAnEscapeIsADuplicate(members: Int) {
+        let others = (1..<members).map { #""x\#($0)":0,"# }.joined()
+        let text = "{\"a\":1," + others + #""\u0061":2}"#
+        #expect(throws: DiffcastError.parseError("duplicate key 'a' in one object at byte \(text.utf8.count - 11)")) {
+            try JSONParser.parse(Array(text.utf8))
+        }
+    }
+
+    /// A JSON text with random spacing, escapes written every way, and nesting.
+    private static func randomJSON(_ generator: inout SplitMix64, depth: Int) -> String {
+        func pick(_ choices: [String]) -> String { choices[Int.random(in: 0..<choices.count, using: &generator)] }
+        let space = { (generator: inout SplitMix64) -> String in
+            ["", "", "", " ", "\n\t "][Int.random(in: 0..<5, using: &generator)]
+        }
+        func string() -> String {
+            let pieces = [
+                "a", "é", "x y", "😀", #"\n"#, #"\""#, #"\\"#, #"\/"#, #"\u00e9"#, #"\u001f"#, #"\u001F"#,
+                #"\u0007"#, #"\b"#, #"\ud83d\ude00"#, #"\u0041"#,
+            ]
+            return "\"" + (0..<Int.random(in: 0..<4, using: &generator)).map { _ in pick(pieces) }.joined() + "\""
+        }
+        switch Int.random(in: 0..<(depth > 3 ? 4 : 7), using: &generator) {
+        case 0: return pick(["null", "true", "false"])
+        case 1: return pick(["0", "-0", "12", "1.5e3", "-2.25E-2"])
+        case 2, 3: return string()
+        case 4:
+            let elements = (0..<Int.random(in: 0..<4, using: &generator)).map { _ in
+                space(&generator) + randomJSON(&generator, depth: depth + 1) + space(&generator)
+            }
+            return "[" + elements.joined(separator: ",") + space(&generator) + "]"
+        default:
+            let members = (0..<Int.random(in: 0..<4, using: &generator)).map { index in
+                let key = Bool.random(using: &generator) ? "\"k\(index)\"" : "\"\\u006b\(index)\""
+                return space(&generator) + key + space(&generator) + ":" + space(&generator)
+                    + randomJSON(&generator, depth: depth + 1)
+            }
+            return "{" + members.joined(separator: ",") + space(&generator) + "}"
+        }
     }
 }
