@@ -206,8 +206,10 @@ public struct ItemList: RandomAccessCollection, Sendable {
             forEachPlacement { placements.append(($0, $1)) }
             return placements
         }
-        let (chunk, offset) =
-            position == count ? (chunks.count - 1, chunks[chunks.count - 1].items.count) : locate(position)
+        if position == count {
+            return append(contentsOf: items)
+        }
+        let (chunk, offset) = locate(position)
         chunks[chunk].items.insert(contentsOf: items, at: offset)
         var placements = items.map { ($0.id, chunks[chunk].id) }
         if chunks[chunk].items.count > Self.chunkCapacity {
@@ -215,6 +217,30 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
         count += items.count
         recomputeStarts(from: chunk)
+        return placements
+    }
+
+    /// Appends at the end: the last chunk is filled up, the rest goes into new full chunks. A
+    /// growing feed thus keeps full chunks (half as many as splitting would leave) and moves no
+    /// item to another chunk.
+    private mutating func append(contentsOf items: [Item]) -> [(Identifier, ChunkID)] {
+        let last = chunks.count - 1
+        let room = Swift.max(0, Self.chunkCapacity - chunks[last].items.count)
+        let intoLast = Swift.min(room, items.count)
+        var placements: [(Identifier, ChunkID)] = []
+        placements.reserveCapacity(items.count)
+        if intoLast > 0 {
+            chunks[last].items.append(contentsOf: items[..<intoLast])
+            for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
+            count += intoLast
+        }
+        var start = intoLast
+        while start < items.count {
+            let end = Swift.min(items.count, start + Self.chunkCapacity)
+            appendChunk(Array(items[start..<end]))
+            for item in items[start..<end] { placements.append((item.id, chunks[chunks.count - 1].id)) }
+            start = end
+        }
         return placements
     }
 

@@ -4,7 +4,7 @@ import Testing
 @testable import DiffcastCore
 
 @Suite struct ItemListTests {
-    /// Random inserts (large enough to split chunks), removals and data changes, checked after
+    /// Random inserts (large enough to split chunks, and appends), removals and data changes, checked after
     /// every step against a plain array: contents, random access, and every item's chunk.
     @Test func itBehavesLikeAnArrayAcrossSplitsAndRemovals() {
         var rng = SplitMix64(seed: 5)
@@ -21,7 +21,9 @@ import Testing
                     next += 1
                     return Item(id: "i\(next)")
                 }
-                let position = Int.random(in: 0...reference.count, using: &rng)
+                // Appends (a growing feed) a third of the time: they fill chunks rather than split.
+                let atEnd = Int.random(in: 0..<3, using: &rng) == 0
+                let position = atEnd ? reference.count : Int.random(in: 0...reference.count, using: &rng)
                 reference.insert(contentsOf: items, at: position)
                 for (id, chunk) in list.insert(contentsOf: items, at: position) { chunkOf[id] = chunk }
             case 1 where !reference.isEmpty:
