@@ -432,12 +432,21 @@ public final class ApplyEngine {
             outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
         }
         let mark = VersionMark(collection: name, version: state.version)
+        // The writes of a batch share their version, so writes without an `id` and with the same
+        // op (a feed's) get the same bytes: encoded once and shared.
+        var lastShared: (op: String, bytes: SharedBytes)?
         for (address, request) in batch.acknowledgements {
-            let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
-                output.appendRaw(",\"version\":")
-                output.append(mark.version)
+            if request.id == nil, let shared = lastShared, shared.op == request.op {
+                outcomes.append(.acknowledged(address, shared.bytes, mark))
+                continue
             }
-            outcomes.append(.acknowledged(address, SharedBytes(bytes), mark))
+            let bytes = SharedBytes(
+                WireEncoder.success(id: request.id, op: request.op) { output in
+                    output.appendRaw(",\"version\":")
+                    output.append(mark.version)
+                })
+            if request.id == nil { lastShared = (request.op, bytes) }
+            outcomes.append(.acknowledged(address, bytes, mark))
         }
     }
 
