@@ -272,6 +272,11 @@ public enum Differ {
                     gap += oldCursor.currentChunk.items.count
                     oldCursor.skipChunk()
                     newCursor.skipChunk()
+                } else if case let run = ItemList.Cursor.identicalRun(oldCursor, newCursor), run > 0 {
+                    // Items both versions still share, in place.
+                    gap += run
+                    oldCursor.advance(by: run)
+                    newCursor.advance(by: run)
                 } else if !oldCursor.atEnd, !newCursor.atEnd, oldCursor.id == newCursor.id {
                     if oldCursor.data != newCursor.data {
                         let item = newCursor.item

@@ -1,5 +1,9 @@
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The items of a section, kept in chunks of at most `chunkCapacity`, so that a write copies
 /// and shifts one chunk rather than the whole section, copies of a snapshot share every chunk
 /// they did not change, and the differ can skip chunks that are the same in two versions.
@@ -339,6 +343,42 @@ public struct ItemList: RandomAccessCollection, Sendable {
             if offset >= list.chunks[chunk].items.count {
                 chunk += 1
                 offset = 0
+            }
+        }
+
+        /// Moves `count` items on, all in the current chunk.
+        mutating func advance(by count: Int) {
+            position += count
+            offset += count
+            if offset >= list.chunks[chunk].items.count {
+                chunk += 1
+                offset = 0
+            }
+        }
+
+        /// How many items from each cursor on, within both their chunks, are the same bit for
+        /// bit: the same stored identifier and data, so equal. A chunk copied when a write
+        /// changed it shares its other items with the old one, and this finds them with memcmp
+        /// instead of comparing identifiers and data one by one. Zero at the end of a list.
+        static func identicalRun(_ old: Cursor, _ new: Cursor) -> Int {
+            guard !old.atEnd, !new.atEnd else { return 0 }
+            let oldItems = old.list.chunks[old.chunk].items
+            let newItems = new.list.chunks[new.chunk].items
+            let limit = Swift.min(oldItems.count - old.offset, newItems.count - new.offset)
+            return oldItems.withUnsafeBytes { oldBytes in
+                newItems.withUnsafeBytes { newBytes in
+                    guard let oldBase = oldBytes.baseAddress, let newBase = newBytes.baseAddress else { return 0 }
+                    let stride = MemoryLayout<Item>.stride
+                    var run = 0
+                    while run < limit,
+                        memcmp(
+                            oldBase + (old.offset + run) * stride, newBase + (new.offset + run) * stride,
+                            MemoryLayout<Item>.size) == 0
+                    {
+                        run += 1
+                    }
+                    return run
+                }
             }
         }
 
