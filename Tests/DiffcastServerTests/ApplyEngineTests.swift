@@ -36,6 +36,30 @@ import Testing
         #expect(responses.contains { $0.contains("duplicate_identifier") })
     }
 
+    /// The writes of one version share one encoded answer only where the answers are the same:
+    /// each keeps its own `id` and `op`.
+    @Test func writesOfOneVersionAreEachAnsweredWithTheirOwnIDAndOp() throws {
+        let engine = ApplyEngine()
+        let outcomes = engine.process([
+            try job(#"append_sections c {"sections":[{"id":"s"}]}"#, slot: 0),
+            try job(#"append_items c {"items":["a"]}"#, slot: 1),
+            try job(#"{"op":"append_items","collection":"c","id":"x","items":["b"]}"#, slot: 2),
+            try job(#"{"op":"append_items","collection":"c","id":7,"items":["c"]}"#, slot: 3),
+            try job(#"append_items c {"items":["d"]}"#, slot: 4),
+            try job(#"update_items c {"items":[{"id":"d","data":1}]}"#, slot: 5),
+        ])
+        let answers = try outcomes.compactMap { outcome -> JSONValue? in
+            guard case .acknowledged(_, let bytes, _) = outcome else { return nil }
+            return try JSONParser.parse(Array(text(bytes).utf8.dropLast()))
+        }
+        #expect(answers.map { $0["id"] } == [nil, nil, .string("x"), .number("7"), nil, nil])
+        #expect(
+            answers.map { $0["op"] } == [
+                "append_sections", "append_items", "append_items", "append_items", "append_items", "update_items",
+            ])
+        #expect(answers.allSatisfy { $0["version"] == .number("1") })
+    }
+
     @Test func aReadAfterAWriteSeesItsVersion() throws {
         let engine = ApplyEngine()
         let outcomes = engine.process([
