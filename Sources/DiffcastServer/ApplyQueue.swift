@@ -7,10 +7,17 @@ import Synchronization
 /// applied become the next batch, so bursts coalesce by themselves under load while a lone
 /// write is applied at once. With a state store, a batch's log records are made durable before
 /// its outcomes go back through `deliver` (called on the worker thread): group commit.
+///
+/// Without a state store or a backbone, a small batch of item writes from clients that wait for
+/// their answers, finding the queue idle, is applied at once on the submitting thread (the
+/// loop): handing it to the worker and its outcomes back costs two thread wake-ups on the path
+/// every answer waits on. A client that pipelines thousands of writes is served by the worker,
+/// so that the loop parses its next read meanwhile (see README, "Performance"). Batches still
+/// run one at a time and in order; only the thread differs.
 public final class ApplyQueue: Sendable {
     private let engine: EngineBox
     private let onPersistenceFailure: @Sendable (Error) -> Void
-    private let inbox = Mutex<Inbox>(Inbox())
+    private let inbox: Mutex<Inbox>
     private let worker = DispatchQueue(label: "diffcast.apply")
     private let deliver: @Sendable ([Outcome]) -> Void
     private let coalesceWindow: DispatchTimeInterval?
@@ -21,6 +28,10 @@ public final class ApplyQueue: Sendable {
         /// When each job was submitted (for the acknowledgement-latency histogram).
         var submitted: [ContinuousClock.Instant] = []
         var drainScheduled = false
+        /// A batch is being applied, on the worker or on a submitting thread.
+        var isApplying = false
+        /// Whether small batches may be applied on the submitting thread.
+        var mayApplyInline: Bool
     }
 
     /// The engine and the store are touched only on `worker`, which makes this box safe to share.
@@ -48,6 +59,7 @@ public final class ApplyQueue: Sendable {
     ) {
         let box = EngineBox(engine, store)
         self.engine = box
+        inbox = Mutex(Inbox(mayApplyInline: store == nil && coalesceWindowMilliseconds <= 0))
         self.deliver = deliver
         self.onPersistenceFailure = onPersistenceFailure
         self.coalesceWindow = coalesceWindowMilliseconds > 0 ? .milliseconds(coalesceWindowMilliseconds) : nil
@@ -73,6 +85,7 @@ public final class ApplyQueue: Sendable {
         let applier = SharedLogApplier(
             engine: engine.engine, backbone: backbone, node: backbone.node, snapshotEvery: snapshotEvery,
             logger: logger)
+        inbox.withLock { $0.mayApplyInline = false }
         let start = try backbone.start(wake: { [weak self] in self?.wake() })
         let outcomes = worker.sync {
             engine.sharedLog = applier
@@ -102,10 +115,35 @@ public final class ApplyQueue: Sendable {
         }
     }
 
-    /// Queues jobs in order; safe from any thread.
-    public func submit(_ jobs: [Job]) {
-        guard !jobs.isEmpty else { return }
-        enqueue(jobs, after: coalesceWindow)
+    /// Queues jobs in order; safe from any thread. With `mayApplyHere`, small item writes that
+    /// find the queue idle are applied at once on this thread and their outcomes returned, not
+    /// delivered: the caller must then take what `deliver` was given before, and then these.
+    public func submit(_ jobs: [Job], mayApplyHere: Bool = false) -> [Outcome]? {
+        guard !jobs.isEmpty else { return nil }
+        let inline =
+            mayApplyHere && jobs.allSatisfy(\.isSmallItemWrite)
+            && jobs.reduce(0, { $0 + $1.requestBytes }) <= Self.inlineBytes
+            && inbox.withLock { inbox in
+                guard inbox.mayApplyInline, !inbox.drainScheduled, !inbox.isApplying, inbox.jobs.isEmpty else {
+                    return false
+                }
+                inbox.isApplying = true
+                return true
+            }
+        guard inline else {
+            enqueue(jobs, after: coalesceWindow)
+            return nil
+        }
+        defer { inbox.withLock { $0.isApplying = false } }
+        let started = ContinuousClock.now
+        let engine = self.engine.engine
+        let outcomes = engine.process(jobs)
+        _ = engine.takeLogRecords()
+        commit()
+        if let metrics {
+            record(jobs, submitted: Array(repeating: started, count: jobs.count), started: started, into: metrics)
+        }
+        return outcomes
     }
 
     /// Adds jobs to the inbox and schedules a drain (after `window`) unless one is scheduled.
@@ -133,8 +171,10 @@ public final class ApplyQueue: Sendable {
     private func drain() {
         let (jobs, submitted) = inbox.withLock { inbox in
             inbox.drainScheduled = false
+            inbox.isApplying = true
             return (inbox.jobs.swapAndClear(), inbox.submitted.swapAndClear())
         }
+        defer { inbox.withLock { $0.isApplying = false } }
         let started = ContinuousClock.now
         if let sharedLog = engine.sharedLog {
             defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
@@ -223,6 +263,10 @@ public final class ApplyQueue: Sendable {
 
     private static let probeInterval = DispatchTimeInterval.seconds(1)
 
+    /// The most request bytes applied on the submitting thread, so that a batch applied there
+    /// holds the loop up for little longer than parsing it did.
+    private static let inlineBytes = 64 * 1024
+
     /// After a batch's outcomes are final: its latency, each write's wait, the counters' growth.
     private func record(
         _ jobs: [Job], submitted: [ContinuousClock.Instant], started: ContinuousClock.Instant,
@@ -241,6 +285,25 @@ public final class ApplyQueue: Sendable {
 }
 
 extension Job {
+    /// A write that names items: applying it costs about what its request holds, whatever the
+    /// collection holds.
+    var isSmallItemWrite: Bool {
+        guard case .request(let request, _) = self, case .write(_, let operation) = request.command
+        else { return false }
+        switch operation {
+        case .appendItems, .insertItems, .updateItems, .deleteItems, .moveItem, .reloadItems, .reconfigureItems:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The length of the request's line; 0 for other jobs.
+    var requestBytes: Int {
+        guard case .request(let request, _) = self else { return 0 }
+        return request.line.count
+    }
+
     var isWrite: Bool {
         guard case .request(let request, _) = self else { return false }
         switch request.command {

@@ -188,7 +188,7 @@ public final class Server {
         configuration.subscribers = new.subscribers
         configuration.tcpToken = new.tcpToken
         configuration.limits = new.limits
-        applyQueue?.submit([.setLimits(new.limits)])
+        _ = applyQueue?.submit([.setLimits(new.limits)])
         logger.info("configuration reloaded")
     }
 
@@ -422,9 +422,29 @@ public final class Server {
     }
 
     private func submitPendingJobs() {
-        guard !pendingJobs.isEmpty else { return }
-        applyQueue?.submit(pendingJobs.swapAndClear())
+        guard !pendingJobs.isEmpty, let applyQueue else { return }
+        let jobs = pendingJobs.swapAndClear()
+        guard let outcomes = applyQueue.submit(jobs, mayApplyHere: jobs.allSatisfy(isFromAClientThatWaits)) else {
+            return
+        }
+        // Applied at once on this thread: what the worker delivered before goes out first.
+        for outcome in (mailbox?.take() ?? []) + outcomes {
+            apply(outcome)
+        }
     }
+
+    /// Whether a job comes from a client with few unanswered requests (one at a time, or a
+    /// window of them): its answers are what it waits for, so they should take the shortest path.
+    private func isFromAClientThatWaits(_ job: Job) -> Bool {
+        guard case .request(_, let address) = job, let connection = connections[address.connection] else {
+            return false
+        }
+        return connection.outstandingRequests <= Self.waitingClientRequests
+    }
+
+    /// Unanswered requests up to which a client counts as waiting for its answers (a feed's
+    /// window is 64; a pipelining writer has thousands in flight).
+    private static let waitingClientRequests: UInt64 = 256
 
     /// Shuts the stream down once every request has its answer and every byte is written.
     private func finishIfDone(_ connection: Connection) {

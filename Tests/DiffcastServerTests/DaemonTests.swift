@@ -238,6 +238,42 @@ import Testing
         #expect(state["sections"]?.array.first?["items"]?.array == [.string("a")])
     }
 
+    /// A client that waits for each answer is served on the loop thread, one that pipelines
+    /// thousands by the apply worker. Writing to one collection at once, they still make one
+    /// history: a subscriber sees every version in order, each digest right, and ends holding
+    /// every item; each writer's answers come in its own order with rising versions.
+    @Test(arguments: 0..<3) func waitingAndPipeliningWritersMakeOneHistory(round: Int) throws {
+        let daemon = try Daemon()
+        let waiting = try Client(path: daemon.socketPath)
+        _ = try waiting.request(#"append_sections mix {"sections":[{"id":"s"}]}"#)
+        let subscriber = try Client(path: daemon.socketPath)
+        _ = try subscriber.request("subscribe mix")
+        let pipelining = try Client(path: daemon.socketPath)
+        let pipelined = 3_000
+        let lines = (0..<pipelined).map { #"{"op":"append_items","collection":"mix","items":["p\#($0)"]}"# + "\n" }
+        let sender = Thread { try? pipelining.sendRaw(Array(lines.joined().utf8)) }
+        sender.start()
+        var waitingVersions: [Int] = []
+        for index in 0..<300 {
+            let answer = try waiting.request(#"append_items mix {"items":["w\#(index)"]}"#)
+            waitingVersions.append(answer["version"]?.int ?? -1)
+        }
+        var pipelinedVersions: [Int] = []
+        for _ in 0..<pipelined { pipelinedVersions.append(try pipelining.response()["version"]?.int ?? -1) }
+        #expect(waitingVersions == waitingVersions.sorted() && !waitingVersions.contains(-1))
+        #expect(pipelinedVersions == pipelinedVersions.sorted() && !pipelinedVersions.contains(-1))
+        let last = UInt64(max(waitingVersions.last ?? 0, pipelinedVersions.last ?? 0))
+        var mirror = CollectionMirror()
+        while (mirror.version ?? 0) < last { try mirror.feed(try subscriber.event()) }
+        let items = mirror.sections.first?.items.map(\.id) ?? []
+        #expect(items.count == 3_300)
+        let written = (0..<pipelined).map { Identifier("p\($0)") } + (0..<300).map { Identifier("w\($0)") }
+        #expect(Set(items) == Set(written))
+        // Each writer's items stand in the order it wrote them.
+        #expect(items.filter { $0.text.hasPrefix("w") } == (0..<300).map { Identifier("w\($0)") })
+        #expect(items.filter { $0.text.hasPrefix("p") } == (0..<pipelined).map { Identifier("p\($0)") })
+    }
+
     @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
         let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
         let publisher = try Client(path: daemon.socketPath)
