@@ -295,8 +295,8 @@ public struct Document: Sendable {
 
     /// Throws when an item is already in the collection or appears twice among `items`.
     private func checkNewItems(_ items: [Item]) throws(DiffcastError) {
-        // One item (a feed's append) cannot repeat itself: no set to build.
-        var seen = Set<Identifier>(minimumCapacity: items.count > 1 ? items.count : 0)
+        // One item (a feed's append) cannot repeat itself: nothing goes into the set.
+        var seen = Set<Identifier>()
         for item in items where containsItem(item.id) || (items.count > 1 && !seen.insert(item.id).inserted) {
             throw .duplicateIdentifier(kind: .item, id: item.id)
         }

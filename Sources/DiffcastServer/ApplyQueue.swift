@@ -136,10 +136,7 @@ public final class ApplyQueue: Sendable {
         }
         defer { inbox.withLock { $0.isApplying = false } }
         let started = ContinuousClock.now
-        let engine = self.engine.engine
-        let outcomes = engine.process(jobs)
-        _ = engine.takeLogRecords()
-        commit()
+        let outcomes = processInMemory(jobs)
         if let metrics {
             record(jobs, submitted: Array(repeating: started, count: jobs.count), started: started, into: metrics)
         }
@@ -187,12 +184,10 @@ public final class ApplyQueue: Sendable {
         if engine.readOnlyReason != nil, jobs.contains(where: \.isWrite), self.engine.store?.hasRoom() == true {
             leaveReadOnly(outcomes: &pending)
         }
-        var outcomes = pending + engine.process(jobs)
         guard let store = self.engine.store else {
-            _ = engine.takeLogRecords()
-            commit()
-            return deliver(outcomes)
+            return deliver(pending + processInMemory(jobs))
         }
+        var outcomes = pending + engine.process(jobs)
         do {
             let records = engine.takeLogRecords()
             try store.append(records)
@@ -245,6 +240,14 @@ public final class ApplyQueue: Sendable {
         }
         timer.resume()
         engine.probeTimer = timer
+    }
+
+    /// Applies jobs with no state store: nothing to log, so the batch is final at once.
+    private func processInMemory(_ jobs: [Job]) -> [Outcome] {
+        let outcomes = engine.engine.process(jobs)
+        _ = engine.engine.takeLogRecords()
+        commit()
+        return outcomes
     }
 
     /// The batch is final: forget how to undo it, and after drops give the freed memory back.

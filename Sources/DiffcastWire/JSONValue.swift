@@ -61,12 +61,6 @@ public indirect enum JSONValue: Sendable, Equatable {
             }
         }
     }
-
-    /// A JSON number written as an integer (no fraction, no exponent).
-    var isIntegerNumber: Bool {
-        guard case .number(let text) = self else { return false }
-        return !text.utf8.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }
-    }
 }
 
 // Literals, so that clients write requests as they read: `["op": "get", "collection": "feed"]`.

@@ -117,10 +117,7 @@ struct JSONView {
 
     /// Canonical compact JSON text of this value: the source itself when it already is.
     var canonicalText: String {
-        if token.isCanonical { return sourceText }
-        var output = JSONOutput()
-        output.append(jsonValue)
-        return output.string
+        token.isCanonical ? sourceText : jsonValue.canonicalText
     }
 
     /// The value as Diffcast data: `nil` for JSON null, else its canonical text.
