@@ -260,11 +260,22 @@ public enum Differ {
         var newPlaces: [Identifier: TouchedPlace] = [:]
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
-            var oldCursor = ItemList.Cursor(old.sections[oldSectionIndex].items)
-            var newCursor = ItemList.Cursor(section.items)
-            var gap = 0
+            let oldItems = old.sections[oldSectionIndex].items
+            let shared = oldItems.sharedChunks(with: section.items)
+            var oldCursor = ItemList.Cursor(oldItems, atChunk: shared.leading)
+            var newCursor = ItemList.Cursor(section.items, atChunk: shared.leading)
+            // The items of the leading shared chunks, in place.
+            var gap = newCursor.position
+            // Where the trailing shared chunks start: from there on both hold the same items in
+            // place, which add nothing to list.
+            let oldTail = oldItems.chunkCount - shared.trailing
+            let newTail = section.items.chunkCount - shared.trailing
             while !oldCursor.atEnd || !newCursor.atEnd {
-                if oldCursor.atChunkStart, newCursor.atChunkStart,
+                if oldCursor.chunkIndex == oldTail, newCursor.chunkIndex == newTail, oldCursor.atChunkStart,
+                    newCursor.atChunkStart
+                {
+                    break
+                } else if oldCursor.atChunkStart, newCursor.atChunkStart,
                     oldCursor.currentChunk.id == newCursor.currentChunk.id,
                     oldCursor.currentChunk.revision == newCursor.currentChunk.revision
                 {

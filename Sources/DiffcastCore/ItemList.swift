@@ -46,8 +46,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
             digestIsCurrent ? cachedDigest : Self.digest(of: items)
         }
 
-        var hasStaleDigest: Bool { !digestIsCurrent }
-
         mutating func refreshDigest() {
             guard !digestIsCurrent else { return }
             cachedDigest = Self.digest(of: items)
@@ -68,26 +66,46 @@ public struct ItemList: RandomAccessCollection, Sendable {
         stamps.add(1, ordering: .relaxed).newValue
     }
 
-    /// The digest part of all the items in order: the chunks' parts combined, so it costs one
-    /// step per chunk, not per item.
+    /// The digest part of all the items in order: after `refreshDigests()`, a lookup; else the
+    /// current prefix and the chunks after it combined, never a step per item.
     public var digest: DigestPart {
-        var part = DigestPart.empty
-        for chunk in chunks { part.append(chunk.digest) }
+        let first = Swift.min(currentPrefixes, chunks.count)
+        var part = first > 0 ? digestPrefixes[first - 1] : .empty
+        for index in first..<chunks.count { part.append(chunks[index].digest) }
         return part
     }
 
-    /// Folds the digests of the chunks changed since the last refresh (one pass over the chunk
-    /// table; a chunk's items only where it changed).
+    /// Folds the chunks from the first one changed since the last refresh: a write at the end
+    /// of a long list (a growing feed) folds one chunk, not the whole table.
     public mutating func refreshDigests() {
-        for index in chunks.indices where chunks[index].hasStaleDigest {
+        guard hasStaleDigests else { return }
+        let first = Swift.min(currentPrefixes, chunks.count)
+        digestPrefixes.removeSubrange(first...)
+        var part = first > 0 ? digestPrefixes[first - 1] : .empty
+        for index in first..<chunks.count {
             chunks[index].refreshDigest()
+            part.append(chunks[index].digest)
+            digestPrefixes.append(part)
         }
+        currentPrefixes = chunks.count
     }
 
-    /// Whether a chunk changed since the last `refreshDigests()`.
-    public var hasStaleDigests: Bool { chunks.contains { $0.hasStaleDigest } }
+    /// Whether a chunk changed since the last refresh.
+    public var hasStaleDigests: Bool { currentPrefixes != chunks.count || digestPrefixes.count != chunks.count }
+
+    /// `digestPrefixes[i]` is the digest part of chunks 0...i. The first `currentPrefixes`
+    /// entries are current, and so are those chunks' own digests: a change to a chunk cuts the
+    /// count back to it (`changedChunk`), and `refreshDigests()` folds again from there.
+    private var digestPrefixes: [DigestPart] = []
+    private var currentPrefixes = 0
+
+    /// Notes that the chunk at `index` (or one inserted or removed there) changed.
+    private mutating func changedChunk(_ index: Int) {
+        currentPrefixes = Swift.min(currentPrefixes, index)
+    }
 
     private(set) var chunks: [Chunk] = []
+    var chunkCount: Int { chunks.count }
     /// The position of the first item of each chunk.
     private(set) var starts: [Int] = []
     public private(set) var count = 0
@@ -107,6 +125,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     }
 
     private mutating func appendChunk(_ items: [Item]) {
+        changedChunk(chunks.count)
         starts.append(count)
         chunks.append(Chunk(items: items))
         count += items.count
@@ -188,6 +207,25 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
     }
 
+    /// How many chunks at the start and at the end two lists share (the same identifier and
+    /// revision, so the same items), found without reading an item; the two counts never
+    /// overlap. The differ jumps over them: a write at one end of a long list costs the chunks
+    /// it changed, not a walk of the chunk table.
+    func sharedChunks(with other: ItemList) -> (leading: Int, trailing: Int) {
+        let limit = Swift.min(chunks.count, other.chunks.count)
+        func same(_ index: Int, _ otherIndex: Int) -> Bool {
+            chunks[index].id == other.chunks[otherIndex].id
+                && chunks[index].revision == other.chunks[otherIndex].revision
+        }
+        var leading = 0
+        while leading < limit, same(leading, leading) { leading += 1 }
+        var trailing = 0
+        while leading + trailing < limit, same(chunks.count - 1 - trailing, other.chunks.count - 1 - trailing) {
+            trailing += 1
+        }
+        return (leading, trailing)
+    }
+
     /// Calls `body` with the identifier of every chunk.
     func forEachChunk(_ body: (ChunkID) -> Void) {
         for chunk in chunks { body(chunk.id) }
@@ -197,6 +235,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     mutating func setData(_ data: JSONText?, at position: Int) {
         let (chunk, offset) = locate(position)
+        changedChunk(chunk)
         chunks[chunk].items[offset].data = data
     }
 
@@ -214,6 +253,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             return append(contentsOf: items)
         }
         let (chunk, offset) = locate(position)
+        changedChunk(chunk)
         chunks[chunk].items.insert(contentsOf: items, at: offset)
         var placements = items.map { ($0.id, chunks[chunk].id) }
         if chunks[chunk].items.count > Self.chunkCapacity {
@@ -234,6 +274,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         var placements: [(Identifier, ChunkID)] = []
         placements.reserveCapacity(items.count)
         if intoLast > 0 {
+            changedChunk(last)
             chunks[last].items.append(contentsOf: items[..<intoLast])
             for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
             count += intoLast
@@ -273,6 +314,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     @discardableResult
     mutating func remove(at position: Int) -> Item {
         let (chunk, offset) = locate(position)
+        changedChunk(chunk)
         let item = chunks[chunk].items.remove(at: offset)
         count -= 1
         if chunks[chunk].items.isEmpty {
@@ -286,6 +328,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func removeAll(where shouldRemove: (Item) -> Bool) {
         for index in chunks.indices {
             guard chunks[index].items.contains(where: shouldRemove) else { continue }
+            changedChunk(index)
             chunks[index].items.removeAll(where: shouldRemove)
         }
         chunks.removeAll { $0.items.isEmpty }
@@ -317,6 +360,16 @@ public struct ItemList: RandomAccessCollection, Sendable {
         init(_ list: ItemList) {
             self.list = list
         }
+
+        /// A cursor standing at the first item of chunk `chunk` (0...chunk count).
+        init(_ list: ItemList, atChunk chunk: Int) {
+            self.list = list
+            self.chunk = chunk
+            self.position = chunk < list.chunks.count ? list.starts[chunk] : list.count
+        }
+
+        /// The index of the chunk the cursor is in (the chunk count at the end).
+        var chunkIndex: Int { chunk }
 
         /// A cursor standing at `position` (0...count).
         init(_ list: ItemList, at position: Int) {
@@ -369,6 +422,12 @@ public struct ItemList: RandomAccessCollection, Sendable {
                 newItems.withUnsafeBytes { newBytes in
                     guard let oldBase = oldBytes.baseAddress, let newBase = newBytes.baseAddress else { return 0 }
                     let stride = MemoryLayout<Item>.stride
+                    // Most often the whole rest is shared (items appended to the chunk): one
+                    // memcmp. Padding bytes could differ between equal items; then the walk
+                    // below decides.
+                    if memcmp(oldBase + old.offset * stride, newBase + new.offset * stride, limit * stride) == 0 {
+                        return limit
+                    }
                     var run = 0
                     while run < limit,
                         memcmp(

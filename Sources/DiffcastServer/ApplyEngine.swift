@@ -7,7 +7,8 @@ import Logging
 /// what to send as `Outcome`s. It has no threads and no sockets: `ApplyQueue` runs it.
 public final class ApplyEngine {
     private var collections: [String: CollectionState] = [:]
-    private var openBatches: [String: OpenBatch] = [:]
+    /// The collections whose writes wait to be published, in the order they were opened.
+    private var openBatches: [CollectionState] = []
     private var statistics = ApplyStatistics()
     private let historyLimits: HistoryLimits
     private var limits: CollectionLimits
@@ -23,15 +24,14 @@ public final class ApplyEngine {
     /// Whether the last `process` dropped a collection.
     private var droppedCollections = false
     private var statisticsBeforeBatch = ApplyStatistics()
+    /// Whether batches are journaled: their log records kept, and what they change remembered
+    /// so that they can be undone (`rollBackLastBatch`) when the records cannot be written.
+    /// Without a state store or a shared log there is nothing to write them to, and a batch
+    /// is final as soon as it is applied.
+    public var journals = true
     /// While set, writes (and anything else that would have to be logged) are answered
     /// `unavailable` with this reason; reads and subscriptions go on.
     public var readOnlyReason: String?
-
-    /// Writes to one collection waiting to be published together.
-    private struct OpenBatch {
-        let base: Snapshot
-        var acknowledgements: [(ResponseAddress, Request)] = []
-    }
 
     public init(
         historyLimits: HistoryLimits = HistoryLimits(), limits: CollectionLimits = CollectionLimits(),
@@ -70,9 +70,7 @@ public final class ApplyEngine {
                 limits = newLimits
             }
         }
-        for name in openBatches.keys.sorted() {
-            publishOpenBatch(of: name)
-        }
+        publishAllOpenBatches()
         defer { outcomes = [] }
         return outcomes
     }
@@ -91,6 +89,7 @@ public final class ApplyEngine {
     /// records: for a batch whose records could not be made durable. Its outcomes must not be
     /// delivered.
     public func rollBackLastBatch() {
+        assert(journals, "a batch that is not journaled cannot be undone")
         for (name, saved) in undo {
             if let saved {
                 saved.state.restore(saved)
@@ -101,14 +100,15 @@ public final class ApplyEngine {
         }
         undo = [:]
         droppedCollections = false
-        openBatches = [:]
+        for state in openBatches { state.openBatch = nil }
+        openBatches = []
         logRecords = []
         statistics = statisticsBeforeBatch
     }
 
     /// Remembers how a collection was before the current batch first changes it.
     private func touch(_ name: String) {
-        guard undo[name] == nil else { return }
+        guard journals, undo[name] == nil else { return }
         undo[name] = .some(collections[name]?.save())
     }
 
@@ -147,7 +147,7 @@ public final class ApplyEngine {
             touch(name)
             collections[name] = nil
             droppedCollections = true
-            logRecords.append(.drop(collection: name))
+            journal(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
             outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
         case .list:
@@ -184,7 +184,11 @@ public final class ApplyEngine {
     private func materialize(_ state: CollectionState) {
         guard !state.exists else { return }
         state.exists = true
-        logRecords.append(.create(collection: state.name, epoch: state.epoch))
+        journal(.create(collection: state.name, epoch: state.epoch))
+    }
+
+    private func journal(_ record: @autoclosure () -> LogRecord) {
+        if journals { logRecords.append(record()) }
     }
 
     /// Everything to log since the last call, in order.
@@ -348,7 +352,7 @@ public final class ApplyEngine {
                         metadata: ["collection": "\(name)", "version": "\(version)"])
                     continue
                 }
-                openBatches[name] = OpenBatch(base: state.document.snapshot)
+                open(state)
                 for line in writes {
                     do {
                         try redo(line, on: state)
@@ -370,31 +374,31 @@ public final class ApplyEngine {
     // MARK: - Writes
 
     private func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
-        if wouldExceedCollectionLimit(name) {
+        let found = collections[name]
+        if found == nil && collections.count >= limits.collections {
             statistics.writesRejected += 1
             return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
         }
         touch(name)
-        let state = state(for: name)
+        let state = found ?? state(for: name)
         let most = operation.mostItemsAfter(current: state.document.itemCount)
         if most > limits.itemsPerCollection {
             statistics.writesRejected += 1
-            if !state.exists && openBatches[name] == nil { collections[name] = nil }
+            if !state.exists && state.openBatch == nil { collections[name] = nil }
             return fail(
                 request, address,
                 .limitExceeded("max_items_per_collection (\(limits.itemsPerCollection)): this write could make \(most)")
             )
         }
-        let opensBatch = openBatches[name] == nil
-        if opensBatch {
-            openBatches[name] = OpenBatch(base: state.document.snapshot)
-        }
+        let opensBatch = state.openBatch == nil
+        if opensBatch { open(state) }
         do {
             try state.document.apply(operation)
         } catch {
             statistics.writesRejected += 1
             if opensBatch {
-                openBatches[name] = nil
+                state.openBatch = nil
+                openBatches.removeLast()
                 if !state.exists { collections[name] = nil }
             }
             return fail(request, address, error)
@@ -402,11 +406,21 @@ public final class ApplyEngine {
         statistics.writesApplied += 1
         materialize(state)
         // Appended in place: copying the batch out and back would make a burst quadratic.
-        openBatches[name]?.acknowledgements.append((address, request))
+        state.openBatch?.acknowledgements.append(
+            OpenBatch.Acknowledgement(address: address, id: request.id, op: request.op, line: request.line))
     }
 
+    /// Starts collecting the writes to `state` into one version.
+    private func open(_ state: CollectionState) {
+        state.openBatch = OpenBatch(base: state.document.snapshot)
+        openBatches.append(state)
+    }
+
+    /// Publishes every open batch, in the order of the collections' names.
     private func publishAllOpenBatches() {
-        for name in openBatches.keys.sorted() {
+        guard !openBatches.isEmpty else { return }
+        let names = openBatches.count == 1 ? [openBatches[0].name] : openBatches.map(\.name).sorted()
+        for name in names {
             publishOpenBatch(of: name)
         }
     }
@@ -414,7 +428,9 @@ public final class ApplyEngine {
     /// Diffs the open batch of a collection once, publishes it as the next version when
     /// anything changed, then acknowledges every write in it with that version.
     private func publishOpenBatch(of name: String) {
-        guard let batch = openBatches.removeValue(forKey: name), let state = collections[name] else { return }
+        guard let state = collections[name], let batch = state.openBatch else { return }
+        state.openBatch = nil
+        openBatches.removeAll { $0 === state }
         let changeset = state.document.changeset(since: batch.base)
         if !changeset.isEmpty {
             if state.history.isEmpty {
@@ -427,26 +443,25 @@ public final class ApplyEngine {
                 collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
                 digest: Digest(of: state.document.snapshot))
             state.remember(state.document.snapshot, as: state.version)
-            logRecords.append(
-                .batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.1.line)))
+            journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
             outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
         }
         let mark = VersionMark(collection: name, version: state.version)
         // The writes of a batch share their version, so writes without an `id` and with the same
         // op (a feed's) get the same bytes: encoded once and shared.
         var lastShared: (op: String, bytes: SharedBytes)?
-        for (address, request) in batch.acknowledgements {
-            if request.id == nil, let shared = lastShared, shared.op == request.op {
-                outcomes.append(.acknowledged(address, shared.bytes, mark))
+        for write in batch.acknowledgements {
+            if write.id == nil, let shared = lastShared, shared.op == write.op {
+                outcomes.append(.acknowledged(write.address, shared.bytes, mark))
                 continue
             }
             let bytes = SharedBytes(
-                WireEncoder.success(id: request.id, op: request.op) { output in
+                WireEncoder.success(id: write.id, op: write.op) { output in
                     output.appendRaw(",\"version\":")
                     output.append(mark.version)
                 })
-            if request.id == nil { lastShared = (request.op, bytes) }
-            outcomes.append(.acknowledged(address, bytes, mark))
+            if write.id == nil { lastShared = (write.op, bytes) }
+            outcomes.append(.acknowledged(write.address, bytes, mark))
         }
     }
 

@@ -57,6 +57,7 @@ public final class ApplyQueue: Sendable {
         metrics: ServerMetrics? = nil, onPersistenceFailure: @escaping @Sendable (Error) -> Void = { _ in },
         deliver: @escaping @Sendable ([Outcome]) -> Void
     ) {
+        engine.journals = store != nil
         let box = EngineBox(engine, store)
         self.engine = box
         inbox = Mutex(Inbox(mayApplyInline: store == nil && coalesceWindowMilliseconds <= 0))
@@ -88,6 +89,7 @@ public final class ApplyQueue: Sendable {
         inbox.withLock { $0.mayApplyInline = false }
         let start = try backbone.start(wake: { [weak self] in self?.wake() })
         let outcomes = worker.sync {
+            engine.engine.journals = true
             engine.sharedLog = applier
             return applier.join(start)
         }

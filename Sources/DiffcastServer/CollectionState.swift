@@ -11,6 +11,8 @@ final class CollectionState {
     /// collection behind.
     var exists = false
     private(set) var history: [(version: UInt64, snapshot: Snapshot)] = []
+    /// The writes applied since the last published version, while the engine collects them.
+    var openBatch: OpenBatch?
     private let historyLimits: HistoryLimits
 
     init(name: String, epoch: String, historyLimits: HistoryLimits) {
@@ -61,6 +63,22 @@ final class CollectionState {
     func commit() {
         document.commitTransaction()
     }
+}
+
+/// Writes to one collection waiting to be published together as one version.
+struct OpenBatch {
+    /// What the writes answer once published: the version is known only then.
+    struct Acknowledgement {
+        let address: ResponseAddress
+        let id: JSONText?
+        let op: String
+        /// The request line, for the log.
+        let line: [UInt8]
+    }
+
+    /// The snapshot the batch started from, which the changeset is taken against.
+    let base: Snapshot
+    var acknowledgements: [Acknowledgement] = []
 }
 
 /// How much history a collection keeps for catch-up changesets.

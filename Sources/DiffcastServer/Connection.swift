@@ -94,13 +94,24 @@ final class Connection {
 
     /// Takes up to `limit` queued buffers for one vectored write.
     func takeOutbound(limit: Int) -> [SharedBytes] {
-        let taken = Array(outbound.prefix(limit))
-        outbound.removeFirst(taken.count)
+        let taken: [SharedBytes]
+        if outbound.count <= limit {
+            taken = outbound
+            outbound = []
+        } else {
+            taken = Array(outbound.prefix(limit))
+            outbound.removeFirst(taken.count)
+        }
         let bytes = taken.reduce(0) { $0 + $1.count }
         outboundBytes -= bytes
         bytesInFlight += bytes
         isWriting = true
         return taken
+    }
+
+    /// The kernel took `bytes` of the write in progress; the rest is still being written.
+    func sent(bytes: Int) {
+        bytesInFlight -= bytes
     }
 
     func writeFinished(bytes: Int) {

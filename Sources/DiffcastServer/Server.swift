@@ -22,6 +22,8 @@ public final class Server {
     private var lastConnectionID: ConnectionID = 0
     private var pendingJobs: [Job] = []
     private var dirty: Set<ConnectionID> = []
+    /// The buffer descriptors of the write being started, kept to be reused.
+    private var writeBuffers: [uv_buf_t] = []
     private let readBuffer: UnsafeMutableRawBufferPointer
     private var mailbox: OutcomeMailbox?
     private var applyQueue: ApplyQueue?
@@ -489,37 +491,74 @@ public final class Server {
     // MARK: - Writing
 
     private func flushDirty() {
-        for id in dirty {
-            guard let connection = connections[id] else { continue }
-            startWrite(connection)
-            resumeReadingIfDrained(connection)
-            finishIfDone(connection)
-        }
-        dirty.removeAll(keepingCapacity: true)
+        repeat {
+            for id in dirty {
+                guard let connection = connections[id] else { continue }
+                startWrite(connection)
+                resumeReadingIfDrained(connection)
+                finishIfDone(connection)
+            }
+            dirty.removeAll(keepingCapacity: true)
+            // Connections that drained may have asked for catch-ups.
+            submitPendingJobs()
+        } while !dirty.isEmpty
     }
 
-    /// One vectored write of everything queued, unless a write is already in flight (its
-    /// completion starts the next one).
+    /// Writes everything queued, unless a write is already in flight (its completion starts
+    /// the next one). The bytes go straight to the socket first (`uv_try_write`): when the
+    /// kernel takes them all, the usual case, the write costs no request, no callback and no
+    /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     private func startWrite(_ connection: Connection) {
-        guard !connection.isWriting, connection.hasOutbound, !connection.isClosing else { return }
-        let chunks = connection.takeOutbound(limit: 512)
-        let context = WriteContext(connection: connection.id, chunks: chunks)
+        while !connection.isWriting, connection.hasOutbound, !connection.isClosing {
+            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
+            let total = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0)
+            let written = writeBuffers.withUnsafeBufferPointer { buffers in
+                uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
+            }
+            if Int(written) == total {
+                connection.writeFinished(bytes: total)
+                requestCatchUpsIfDrained(connection)
+                continue
+            }
+            guard written >= 0 || written == UV_EAGAIN.rawValue else {
+                connection.writeFinished(bytes: total)
+                close(connection)
+                return
+            }
+            let taken = Int(max(written, 0))
+            connection.sent(bytes: taken)
+            queueWrite(of: chunks, skipping: taken, to: connection)
+            return
+        }
+    }
+
+    /// Buffers taken for one vectored write.
+    private static let buffersPerWrite = 512
+
+    /// Hands the bytes of `chunks` after the first `skipped` to libuv, which writes them when
+    /// the socket can take them; `didWrite` follows.
+    private func queueWrite(of chunks: [SharedBytes], skipping skipped: Int, to connection: Connection) {
+        let byteCount = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: skipped)
+        let context = WriteContext(connection: connection.id, chunks: chunks, byteCount: byteCount)
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.initialize(to: uv_write_t())
         request.pointee.data = Unmanaged.passRetained(context).toOpaque()
-        let result = uv_write(request, dc_stream(connection.handle), context.buffers, context.bufferCount) {
-            request, status in
-            guard let request, let data = request.pointee.data else { return }
-            let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
-            let stream = request.pointee.handle
-            request.deallocate()
-            guard let stream, let server = Server.from(stream) else { return }
-            server.didWrite(context, status: status)
+        // libuv copies the buffer descriptors; the bytes stay alive in `context`.
+        let result = writeBuffers.withUnsafeBufferPointer { buffers in
+            uv_write(request, dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count)) {
+                request, status in
+                guard let request, let data = request.pointee.data else { return }
+                let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
+                let stream = request.pointee.handle
+                request.deallocate()
+                guard let stream, let server = Server.from(stream) else { return }
+                server.didWrite(context, status: status)
+            }
         }
         if result != 0 {
             Unmanaged<WriteContext>.fromOpaque(request.pointee.data).release()
             request.deallocate()
-            connection.writeFinished(bytes: context.byteCount)
+            connection.writeFinished(bytes: byteCount)
             close(connection)
         }
     }
@@ -727,41 +766,44 @@ public final class Server {
     }
 }
 
-/// Keeps the bytes of one vectored write alive until libuv's write callback.
+/// Keeps the bytes of one queued write alive until libuv's write callback.
 final class WriteContext {
     let connection: ConnectionID
     let chunks: [SharedBytes]
-    let buffers: UnsafeMutablePointer<uv_buf_t>
-    let bufferCount: UInt32
+    /// The bytes handed to libuv (the chunks' bytes less what was written before).
     let byteCount: Int
-    /// A `uv_buf_t` holds at most 4 GiB: a larger event (a snapshot of a huge collection) is
-    /// written as several buffers.
-    private static let largestBuffer = 1 << 30
 
-    init(connection: ConnectionID, chunks: [SharedBytes]) {
+    init(connection: ConnectionID, chunks: [SharedBytes], byteCount: Int) {
         self.connection = connection
         self.chunks = chunks
-        let pieces = chunks.reduce(0) { $0 + max(1, ($1.count + Self.largestBuffer - 1) / Self.largestBuffer) }
-        buffers = .allocate(capacity: max(pieces, 1))
-        var count = 0
+        self.byteCount = byteCount
+    }
+}
+
+/// Describes queued chunks as libuv buffers for one vectored write.
+enum WriteBuffers {
+    /// A `uv_buf_t` holds at most 4 GiB: a larger event (a snapshot of a huge collection) is
+    /// written as several buffers.
+    static let largestBuffer = 1 << 30
+
+    /// Replaces `buffers` with the bytes of `chunks` after the first `skipped`, and returns
+    /// how many bytes they describe.
+    static func fill(_ buffers: inout [uv_buf_t], with chunks: [SharedBytes], skipping skipped: Int) -> Int {
+        buffers.removeAll(keepingCapacity: true)
+        var toSkip = skipped
         var total = 0
         for chunk in chunks {
-            var offset = 0
-            repeat {
-                let length = min(chunk.count - offset, Self.largestBuffer)
-                buffers[count] = uv_buf_init(
-                    (chunk.pointer + offset).assumingMemoryBound(to: CChar.self), UInt32(length))
-                count += 1
+            var offset = min(toSkip, chunk.count)
+            toSkip -= offset
+            while offset < chunk.count {
+                let length = min(chunk.count - offset, largestBuffer)
+                buffers.append(
+                    uv_buf_init((chunk.pointer + offset).assumingMemoryBound(to: CChar.self), UInt32(length)))
                 offset += length
-            } while offset < chunk.count
-            total += chunk.count
+                total += length
+            }
         }
-        bufferCount = UInt32(count)
-        byteCount = total
-    }
-
-    deinit {
-        buffers.deallocate()
+        return total
     }
 }
 

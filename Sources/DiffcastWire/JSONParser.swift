@@ -297,7 +297,9 @@ public struct JSONParser {
         mutating func parseString() throws(DiffcastError) {
             let start = position
             position += 1
+            skipPlainASCII()
             // Fast path: no escapes.
+            var seenNonASCII = false
             while position < bytes.count {
                 let byte = bytes[position]
                 if byte == UInt8(ascii: "\"") {
@@ -305,13 +307,14 @@ public struct JSONParser {
                     position += 1
                     // ASCII is valid UTF-8 and needs no generic validation (which costs a
                     // metadata lookup per string on the loop thread).
-                    if !raw.allSatisfy({ $0 < 0x80 }), String(validating: raw, as: UTF8.self) == nil {
+                    if seenNonASCII, String(validating: raw, as: UTF8.self) == nil {
                         throw .parseError("invalid UTF-8 in a string ending at byte \(position)")
                     }
                     return appendScalar(.string, from: start)
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 if byte < 0x20 { throw error("control character in a string") }
+                if byte >= 0x80 { seenNonASCII = true }
                 position += 1
             }
             decoded.removeAll(keepingCapacity: true)
@@ -337,6 +340,25 @@ public struct JSONParser {
                 }
             }
             throw error("unterminated string")
+        }
+
+        /// Moves over string bytes eight at a time while none is a quote, a backslash, a control
+        /// character or outside ASCII: most of a string's bytes, read word by word.
+        private mutating func skipPlainASCII() {
+            guard let base = bytes.baseAddress else { return }
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highBits: UInt64 = 0x8080_8080_8080_8080
+            /// The high bit set in some byte when a byte of `word` is zero (exact as a whole).
+            func hasZeroByte(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highBits }
+            while position + 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+                let nonASCII = word & highBits
+                let control = (word &- ones &* 0x20) & ~word & highBits
+                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))
+                let backslash = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\\"))))
+                guard nonASCII | control | quote | backslash == 0 else { return }
+                position += 8
+            }
         }
 
         /// Decodes one escape into `decoded`; true when it is written as `JSONOutput` writes it.

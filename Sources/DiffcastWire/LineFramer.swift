@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Splits a byte stream into `\n`-terminated lines, with a bound on line length: a line past
 /// the bound is reported once and its remaining bytes skipped, so no client can make the
 /// daemon buffer without limit. The daemon frames requests with it, clients frame events.
@@ -22,7 +26,7 @@ public struct LineFramer: Sendable {
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ emit: (Piece) -> Void) {
         var start = 0
         while start < chunk.count {
-            let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n"))
+            let newline = Self.firstNewline(in: chunk, from: start)
             let end = newline ?? chunk.count
             if skipping {
                 if newline != nil { skipping = false }
@@ -32,7 +36,7 @@ public struct LineFramer: Sendable {
                 skipping = newline == nil
             } else if let newline {
                 if partial.isEmpty {
-                    emit(.line(Array(chunk[start..<newline])))
+                    emit(.line(Array(UnsafeRawBufferPointer(rebasing: chunk[start..<newline]))))
                 } else {
                     partial.append(contentsOf: chunk[start..<newline])
                     emit(.line(partial))
@@ -43,5 +47,13 @@ public struct LineFramer: Sendable {
             }
             start = end + 1
         }
+    }
+
+    /// The index of the first `\n` at or after `start` (memchr: many bytes per step).
+    private static func firstNewline(in chunk: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard let base = chunk.baseAddress, start < chunk.count,
+            let found = memchr(base + start, Int32(UInt8(ascii: "\n")), chunk.count - start)
+        else { return nil }
+        return base.distance(to: UnsafeRawPointer(found))
     }
 }

@@ -44,6 +44,29 @@ import Testing
         #expect(throws: DiffcastError.self) { try JSONParser.parse(bytes) }
     }
 
+    /// Strings are read several bytes at a time: every byte value, at every offset across
+    /// those words, is judged by RFC 8259's rules (a control character, a lone quote, a bad
+    /// escape or a lone byte of 0x80 and up make it malformed; anything else is itself).
+    @Test func everyByteAtEveryOffsetOfAStringIsJudgedAlike() throws {
+        for offset in 0..<20 {
+            let before = [UInt8](repeating: UInt8(ascii: "a"), count: offset)
+            let after = [UInt8](repeating: UInt8(ascii: "c"), count: 19 - offset)
+            for byte in UInt8.min...UInt8.max {
+                let text = [UInt8(ascii: "\"")] + before + [byte] + after + [UInt8(ascii: "\"")]
+                let malformed = byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte >= 0x80
+                if malformed {
+                    #expect(throws: DiffcastError.self, "byte \(byte) at \(offset)") { try JSONParser.parse(text) }
+                } else {
+                    let expected = String(decoding: before + [byte] + after, as: UTF8.self)
+                    #expect(try JSONParser.parse(text) == .string(expected), "byte \(byte) at \(offset)")
+                }
+            }
+            let accented = [UInt8(ascii: "\"")] + before + Array("é".utf8) + after + [UInt8(ascii: "\"")]
+            let expected = String(decoding: accented.dropFirst().dropLast(), as: UTF8.self)
+            #expect(try JSONParser.parse(accented) == .string(expected))
+        }
+    }
+
     @Test func nestingPastTheLimitIsALimitError() throws {
         let deep = String(repeating: "[", count: 257) + String(repeating: "]", count: 257)
         #expect(throws: DiffcastError.limitExceeded("JSON nested deeper than 256 levels")) {
