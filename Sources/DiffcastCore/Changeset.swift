@@ -167,15 +167,24 @@ public struct Changeset: Hashable, Sendable {
 
     /// Puts every list in SPEC.md's order: `deleted` by old position, the others by new position.
     public mutating func sortLists() {
-        sections.deleted.sort { $0.index < $1.index }
-        sections.inserted.sort { $0.index < $1.index }
-        sections.moved.sort { $0.to < $1.to }
-        sections.updated.sort { $0.index < $1.index }
-        sections.reloaded.sort { $0.index < $1.index }
-        items.deleted.sort { $0.at < $1.at }
-        items.inserted.sort { $0.at < $1.at }
-        items.moved.sort { $0.to < $1.to }
-        items.updated.sort { $0.at < $1.at }
-        items.reloaded.sort { $0.at < $1.at }
+        sections.deleted.sortIfNeeded { $0.index < $1.index }
+        sections.inserted.sortIfNeeded { $0.index < $1.index }
+        sections.moved.sortIfNeeded { $0.to < $1.to }
+        sections.updated.sortIfNeeded { $0.index < $1.index }
+        sections.reloaded.sortIfNeeded { $0.index < $1.index }
+        items.deleted.sortIfNeeded { $0.at < $1.at }
+        items.inserted.sortIfNeeded { $0.at < $1.at }
+        items.moved.sortIfNeeded { $0.to < $1.to }
+        items.updated.sortIfNeeded { $0.at < $1.at }
+        items.reloaded.sortIfNeeded { $0.at < $1.at }
+    }
+}
+
+extension Array {
+    /// Sorts unless already in order: the differ mostly lists in order (a feed's appends), and
+    /// checking is one pass where sorting is several.
+    fileprivate mutating func sortIfNeeded(by areInIncreasingOrder: (Element, Element) -> Bool) {
+        guard indices.dropFirst().contains(where: { areInIncreasingOrder(self[$0], self[$0 - 1]) }) else { return }
+        sort(by: areInIncreasingOrder)
     }
 }

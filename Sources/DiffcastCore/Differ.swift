@@ -181,7 +181,7 @@ public enum Differ {
         private struct Chunk {
             var section: Int
             var start: Int
-            var items: [Item]
+            var items: ItemBuffer
         }
 
         private var chunks: [Chunk] = []
@@ -257,7 +257,11 @@ public enum Differ {
         else { return nil }
         var changes = ItemChanges()
         var oldPlaces: [Identifier: TouchedPlace] = [:]
-        var newPlaces: [Identifier: TouchedPlace] = [:]
+        oldPlaces.reserveCapacity(restructured.count)
+        // In the order of the new snapshot, with their data: a feed's new items then come out
+        // listed in order, and none is looked up again.
+        var newPlaces: [(id: Identifier, place: TouchedPlace, data: JSONText?)] = []
+        newPlaces.reserveCapacity(restructured.count)
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
             let oldItems = old.sections[oldSectionIndex].items
@@ -302,8 +306,9 @@ public enum Differ {
                         path: ItemPath(oldSectionIndex, oldCursor.position), sectionID: section.id, gap: gap)
                     oldCursor.advance()
                 } else if !newCursor.atEnd, restructured.contains(newCursor.id) {
-                    newPlaces[newCursor.id] = TouchedPlace(
+                    let place = TouchedPlace(
                         path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
+                    newPlaces.append((newCursor.id, place, newCursor.data))
                     newCursor.advance()
                 } else {
                     return nil
@@ -313,14 +318,12 @@ public enum Differ {
         // Survivors that stayed in their section and gap may stay put: per gap, those on one
         // longest increasing subsequence of old positions do; the rest are moves.
         var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
-        for (id, newPlace) in newPlaces {
+        for (id, newPlace, newData) in newPlaces {
             guard let oldPlace = oldPlaces.removeValue(forKey: id) else {
-                let item = new.sections[newPlace.path.section].items[newPlace.path.item]
-                changes.inserted.append(.init(at: newPlace.path, id: id, data: item.data))
+                changes.inserted.append(.init(at: newPlace.path, id: id, data: newData))
                 continue
             }
             let oldData = old.sections[oldPlace.path.section].items[oldPlace.path.item].data
-            let newData = new.sections[newPlace.path.section].items[newPlace.path.item].data
             if oldData != newData {
                 changes.updated.append(.init(at: newPlace.path, id: id, data: newData))
             }

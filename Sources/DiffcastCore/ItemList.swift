@@ -27,7 +27,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         private(set) var revision: UInt64
         private var cachedDigest: DigestPart
         private var digestIsCurrent = true
-        var items: [Item] {
+        var items: ItemBuffer {
             didSet {
                 revision = ItemList.nextStamp()
                 digestIsCurrent = false
@@ -36,9 +36,9 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
         init(id: ChunkID = ItemList.nextStamp(), items: [Item]) {
             self.id = id
-            self.items = items
+            self.items = ItemBuffer(items)
             self.revision = ItemList.nextStamp()
-            self.cachedDigest = Self.digest(of: items)
+            self.cachedDigest = Self.digest(of: self.items)
         }
 
         /// The digest part of the items: the cached one, or folded now when stale.
@@ -52,7 +52,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             digestIsCurrent = true
         }
 
-        private static func digest(of items: [Item]) -> DigestPart {
+        private static func digest(of items: ItemBuffer) -> DigestPart {
             var part = DigestPart.empty
             for item in items { part.append(tokenHash: item.tokenHash) }
             return part
@@ -83,7 +83,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         digestPrefixes.removeSubrange(first...)
         var part = first > 0 ? digestPrefixes[first - 1] : .empty
         for index in first..<chunks.count {
-            chunks[index].refreshDigest()
+            chunks.update(index) { $0.refreshDigest() }
             part.append(chunks[index].digest)
             digestPrefixes.append(part)
         }
@@ -104,7 +104,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         currentPrefixes = Swift.min(currentPrefixes, index)
     }
 
-    private(set) var chunks: [Chunk] = []
+    private(set) var chunks = ChunkTable()
     var chunkCount: Int { chunks.count }
     /// The position of the first item of each chunk.
     private(set) var starts: [Int] = []
@@ -164,11 +164,11 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     /// Walks the chunks in order without locating each position.
     public struct Iterator: IteratorProtocol {
-        private let chunks: [Chunk]
+        private let chunks: ChunkTable
         private var chunk = 0
         private var offset = 0
 
-        init(chunks: [Chunk]) {
+        init(chunks: ChunkTable) {
             self.chunks = chunks
         }
 
@@ -236,7 +236,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func setData(_ data: JSONText?, at position: Int) {
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        chunks[chunk].items[offset].data = data
+        chunks.update(chunk) { $0.items[offset].data = data }
     }
 
     /// Inserts `items` before `position` (0...count). Returns the chunk of every item whose chunk
@@ -254,7 +254,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        chunks[chunk].items.insert(contentsOf: items, at: offset)
+        chunks.update(chunk) { $0.items.insert(contentsOf: items, at: offset) }
         var placements = items.map { ($0.id, chunks[chunk].id) }
         if chunks[chunk].items.count > Self.chunkCapacity {
             placements = split(chunk)
@@ -275,7 +275,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         placements.reserveCapacity(items.count)
         if intoLast > 0 {
             changedChunk(last)
-            chunks[last].items.append(contentsOf: items[..<intoLast])
+            chunks.update(last) { $0.items.append(contentsOf: items[..<intoLast]) }
             for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
             count += intoLast
         }
@@ -301,7 +301,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             pieces.append(Chunk(id: id, items: Array(all[start..<end])))
             start = end
         }
-        chunks.replaceSubrange(chunk...chunk, with: pieces)
+        chunks.replaceSubrange(chunk..<(chunk + 1), with: pieces)
         starts.replaceSubrange(chunk...chunk, with: Array(repeating: 0, count: pieces.count))
         // Every item of the split chunk is reported (the inserted ones may be in any piece).
         var placements: [(Identifier, ChunkID)] = []
@@ -315,7 +315,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func remove(at position: Int) -> Item {
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        let item = chunks[chunk].items.remove(at: offset)
+        let item = chunks.update(chunk) { $0.items.remove(at: offset) }
         count -= 1
         if chunks[chunk].items.isEmpty {
             chunks.remove(at: chunk)
@@ -329,7 +329,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         for index in chunks.indices {
             guard chunks[index].items.contains(where: shouldRemove) else { continue }
             changedChunk(index)
-            chunks[index].items.removeAll(where: shouldRemove)
+            chunks.update(index) { $0.items.removeAll(where: shouldRemove) }
         }
         chunks.removeAll { $0.items.isEmpty }
         starts = Array(repeating: 0, count: chunks.count)
@@ -418,9 +418,11 @@ public struct ItemList: RandomAccessCollection, Sendable {
             let oldItems = old.list.chunks[old.chunk].items
             let newItems = new.list.chunks[new.chunk].items
             let limit = Swift.min(oldItems.count - old.offset, newItems.count - new.offset)
-            return oldItems.withUnsafeBytes { oldBytes in
-                newItems.withUnsafeBytes { newBytes in
-                    guard let oldBase = oldBytes.baseAddress, let newBase = newBytes.baseAddress else { return 0 }
+            return oldItems.withUnsafeBufferPointer { oldBuffer in
+                newItems.withUnsafeBufferPointer { newBuffer in
+                    guard let oldBase = UnsafeRawPointer(oldBuffer.baseAddress),
+                        let newBase = UnsafeRawPointer(newBuffer.baseAddress)
+                    else { return 0 }
                     let stride = MemoryLayout<Item>.stride
                     // Most often the whole rest is shared (items appended to the chunk): one
                     // memcmp. Padding bytes could differ between equal items; then the walk

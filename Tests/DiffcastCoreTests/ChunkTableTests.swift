@@ -1,0 +1,59 @@
+import DiffcastTestSupport
+import Testing
+
+@testable import DiffcastCore
+
+@Suite struct ChunkTableTests {
+    /// Appends, replacements, removals and in-place changes across page boundaries, on copies
+    /// that share pages: each copy holds what a plain array given the same operations holds.
+    @Test func everyCopyStaysAnArrayOfItsOwn() {
+        var rng = SplitMix64(seed: 11)
+        func chunk() -> ItemList.Chunk { ItemList.Chunk(items: [Item(id: "c")]) }
+        var tables = [ChunkTable()]
+        var models: [[ItemList.Chunk]] = [[]]
+        for step in 0..<600 {
+            let which = Int.random(in: 0..<tables.count, using: &rng)
+            let count = models[which].count
+            switch Int.random(in: 0..<6, using: &rng) {
+            case 0 where tables.count < 6:
+                tables.append(tables[which])
+                models.append(models[which])
+            case 1, 2:
+                for _ in 0..<Int.random(in: 1...70, using: &rng) {
+                    let new = chunk()
+                    tables[which].append(new)
+                    models[which].append(new)
+                }
+            case 3 where count > 0:
+                let lower = Int.random(in: 0..<count, using: &rng)
+                let upper = Int.random(in: lower...min(count, lower + 3), using: &rng)
+                let new = (0..<Int.random(in: 0...3, using: &rng)).map { _ in chunk() }
+                tables[which].replaceSubrange(lower..<upper, with: new)
+                models[which].replaceSubrange(lower..<upper, with: new)
+            case 4 where count > 0:
+                let position = Int.random(in: 0..<count, using: &rng)
+                let item = Item(id: "n\(step)")
+                tables[which].update(position) { $0.items.append(contentsOf: [item]) }
+                models[which][position].items.append(contentsOf: [item])
+            case 5 where count > 0:
+                let doomed = Set(models[which].shuffled(using: &rng).prefix(5).map(\.id))
+                tables[which].removeAll { doomed.contains($0.id) }
+                models[which].removeAll { doomed.contains($0.id) }
+            default:
+                if count > 0 {
+                    let position = Int.random(in: 0..<count, using: &rng)
+                    tables[which].remove(at: position)
+                    models[which].remove(at: position)
+                }
+            }
+            for (index, (table, model)) in zip(tables, models).enumerated()
+            where table.count != model.count || table.map(\.id) != model.map(\.id)
+                || table.map({ Array($0.items) }) != model.map({ Array($0.items) })
+            {
+                Issue.record("step \(step): copy \(index) differs from its array")
+                return
+            }
+        }
+        #expect(models.contains { $0.count > 128 })
+    }
+}

@@ -1,0 +1,63 @@
+import DiffcastTestSupport
+import Testing
+
+@testable import DiffcastCore
+
+@Suite struct ItemBufferTests {
+    /// Values copied from one another (as versions of a chunk are) and then changed in every
+    /// way a chunk is changed, in random order: each must hold exactly what a plain array given
+    /// the same operations holds, whatever the others did to the storage they share.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func everyCopyStaysAnArrayOfItsOwn(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var buffers = [ItemBuffer((0..<3).map { Item(id: "s\($0)") })]
+        var models = [(0..<3).map { Item(id: "s\($0)") }]
+        var next = 0
+        func freshItems(_ count: Int) -> [Item] {
+            (0..<count).map { _ in
+                next += 1
+                return Item(id: "i\(next)", data: JSONText(canonical: "\(next)"))
+            }
+        }
+        for step in 0..<3000 {
+            let which = Int.random(in: 0..<buffers.count, using: &rng)
+            switch Int.random(in: 0..<7, using: &rng) {
+            case 0 where buffers.count < 12:
+                // A new version: a copy that shares the storage.
+                buffers.append(buffers[which])
+                models.append(models[which])
+            case 1, 2:
+                let items = freshItems(Int.random(in: 1...5, using: &rng))
+                buffers[which].append(contentsOf: items)
+                models[which].append(contentsOf: items)
+            case 3:
+                let items = freshItems(Int.random(in: 1...3, using: &rng))
+                let position = Int.random(in: 0...models[which].count, using: &rng)
+                buffers[which].insert(contentsOf: items, at: position)
+                models[which].insert(contentsOf: items, at: position)
+            case 4 where !models[which].isEmpty:
+                let position = Int.random(in: 0..<models[which].count, using: &rng)
+                #expect(buffers[which].remove(at: position) == models[which].remove(at: position))
+            case 5 where !models[which].isEmpty:
+                let position = Int.random(in: 0..<models[which].count, using: &rng)
+                let item = freshItems(1)[0]
+                buffers[which][position] = item
+                models[which][position] = item
+            case 6 where buffers.count > 1:
+                // A version forgotten (or rolled back to the one before).
+                buffers.remove(at: which)
+                models.remove(at: which)
+            default:
+                let doomed = Set(models[which].shuffled(using: &rng).prefix(2).map(\.id))
+                buffers[which].removeAll { doomed.contains($0.id) }
+                models[which].removeAll { doomed.contains($0.id) }
+            }
+            for (index, (buffer, model)) in zip(buffers, models).enumerated()
+            where Array(buffer) != model || buffer.withUnsafeBufferPointer({ Array($0) }) != model {
+                // The first difference is enough; the rest would only repeat it.
+                Issue.record("step \(step): copy \(index) holds \(buffer.map(\.id)), expected \(model.map(\.id))")
+                return
+            }
+        }
+    }
+}
