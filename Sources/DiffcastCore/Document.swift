@@ -322,7 +322,7 @@ public struct Document: Sendable {
                 moveLocation(of: id, to: chunk)
             }
         }
-        recordOwner(sectionID, ofChunks: placements.map(\.1))
+        recordOwner(sectionID, ofChunks: placements.lazy.map(\.1))
         for item in items {
             marks.restructuredItems.insert(item.id)
         }
@@ -425,7 +425,7 @@ public struct Document: Sendable {
 
     /// Notes that `section` holds `chunks` (nothing to note with one section or none), and
     /// rebuilds the table when it was empty or lingering entries doubled it.
-    private mutating func recordOwner(_ section: Identifier, ofChunks chunks: [ItemList.ChunkID]) {
+    private mutating func recordOwner(_ section: Identifier, ofChunks chunks: some Sequence<ItemList.ChunkID>) {
         guard snapshot.sections.count > 1 else { return }
         if chunkOwners.isEmpty || chunkOwners.count >= chunkOwnersLimit { return rebuildChunkOwners() }
         for chunk in chunks { chunkOwners[chunk] = section }

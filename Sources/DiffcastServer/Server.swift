@@ -430,7 +430,10 @@ public final class Server {
             return
         }
         // Applied at once on this thread: what the worker delivered before goes out first.
-        for outcome in (mailbox?.take() ?? []) + outcomes {
+        for outcome in mailbox?.take() ?? [] {
+            apply(outcome)
+        }
+        for outcome in outcomes {
             apply(outcome)
         }
     }

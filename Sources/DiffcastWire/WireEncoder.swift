@@ -90,7 +90,7 @@ public enum WireEncoder {
     public static func changesetEvent(
         collection: String, epoch: String, from: UInt64, to version: UInt64, changeset: Changeset, digest: Digest
     ) -> [UInt8] {
-        var output = JSONOutput()
+        var output = JSONOutput(reservingCapacity: estimatedLength(of: changeset))
         output.appendRaw("{\"event\":\"changeset\",\"collection\":")
         output.append(string: collection)
         output.appendRaw(",\"epoch\":")
@@ -205,6 +205,19 @@ public enum WireEncoder {
             out.appendByte(UInt8(ascii: "}"))
         }
         output.appendByte(UInt8(ascii: "}"))
+    }
+
+    /// Room for a changeset event: a few dozen bytes per listed item, plus the data it
+    /// carries, so that a feed's event is written into one allocation, not grown by doubling.
+    private static func estimatedLength(of changeset: Changeset) -> Int {
+        let items = changeset.items
+        let listed =
+            items.deleted.count + items.inserted.count + items.moved.count + items.updated.count
+            + items.reloaded.count
+        let data =
+            items.inserted.reduce(0) { $0 + ($1.data?.text.utf8.count ?? 0) }
+            + items.updated.reduce(0) { $0 + ($1.data?.text.utf8.count ?? 4) }
+        return 256 + 48 * listed + data
     }
 
     private static func appendItemChanges(_ changes: ItemChanges, into output: inout JSONOutput) {
