@@ -21,41 +21,54 @@ public struct ItemList: RandomAccessCollection, Sendable {
     ///
     /// The digest is refreshed lazily: a change of the items only marks it stale, and
     /// `refreshDigest()` (once per published version, through `Snapshot.refreshDigests()`)
-    /// folds the chunk again, so a batch of a thousand writes to one chunk folds it once.
+    /// folds the chunk again, so a batch of a thousand writes to one chunk folds it once. After
+    /// appends only, it folds just the new items onto the digest of the ones before.
     struct Chunk: Sendable {
         let id: ChunkID
         private(set) var revision: UInt64
+        /// The digest part of the first `digestedCount` items, which no change since touched.
         private var cachedDigest: DigestPart
-        private var digestIsCurrent = true
-        var items: ItemBuffer {
-            didSet {
-                revision = ItemList.nextStamp()
-                digestIsCurrent = false
-            }
-        }
+        private var digestedCount: Int
+        private(set) var items: ItemBuffer
 
         init(id: ChunkID = ItemList.nextStamp(), items: [Item]) {
             self.id = id
             self.items = ItemBuffer(items)
             self.revision = ItemList.nextStamp()
-            self.cachedDigest = Self.digest(of: self.items)
+            self.cachedDigest = .empty
+            self.digestedCount = 0
+            refreshDigest()
         }
 
-        /// The digest part of the items: the cached one, or folded now when stale.
-        var digest: DigestPart {
-            digestIsCurrent ? cachedDigest : Self.digest(of: items)
+        /// Appends items; the digest of the ones before stays.
+        mutating func append(contentsOf newItems: some Collection<Item>) {
+            items.append(contentsOf: newItems)
+            revision = ItemList.nextStamp()
         }
+
+        /// Any other change of the items: the digest is folded again from the first item.
+        mutating func changeItems<Result>(_ body: (inout ItemBuffer) -> Result) -> Result {
+            defer {
+                revision = ItemList.nextStamp()
+                cachedDigest = .empty
+                digestedCount = 0
+            }
+            return body(&items)
+        }
+
+        /// The digest part of the items: the cached one, with the items after it folded on.
+        var digest: DigestPart {
+            var part = cachedDigest
+            for index in digestedCount..<items.count { part.append(tokenHash: items[index].tokenHash) }
+            return part
+        }
+
+        var hasStaleDigest: Bool { digestedCount != items.count }
 
         mutating func refreshDigest() {
-            guard !digestIsCurrent else { return }
-            cachedDigest = Self.digest(of: items)
-            digestIsCurrent = true
-        }
-
-        private static func digest(of items: ItemBuffer) -> DigestPart {
-            var part = DigestPart.empty
-            for item in items { part.append(tokenHash: item.tokenHash) }
-            return part
+            guard hasStaleDigest else { return }
+            cachedDigest = digest
+            digestedCount = items.count
         }
     }
 
@@ -236,7 +249,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func setData(_ data: JSONText?, at position: Int) {
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        chunks.update(chunk) { $0.items[offset].data = data }
+        chunks.update(chunk) { $0.changeItems { $0[offset].data = data } }
     }
 
     /// Inserts `items` before `position` (0...count). Returns the chunk of every item whose chunk
@@ -254,7 +267,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        chunks.update(chunk) { $0.items.insert(contentsOf: items, at: offset) }
+        chunks.update(chunk) { $0.changeItems { $0.insert(contentsOf: items, at: offset) } }
         var placements = items.map { ($0.id, chunks[chunk].id) }
         if chunks[chunk].items.count > Self.chunkCapacity {
             placements = split(chunk)
@@ -275,7 +288,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         placements.reserveCapacity(items.count)
         if intoLast > 0 {
             changedChunk(last)
-            chunks.update(last) { $0.items.append(contentsOf: items[..<intoLast]) }
+            chunks.update(last) { $0.append(contentsOf: items[..<intoLast]) }
             for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
             count += intoLast
         }
@@ -315,7 +328,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     mutating func remove(at position: Int) -> Item {
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
-        let item = chunks.update(chunk) { $0.items.remove(at: offset) }
+        let item = chunks.update(chunk) { $0.changeItems { $0.remove(at: offset) } }
         count -= 1
         if chunks[chunk].items.isEmpty {
             chunks.remove(at: chunk)
@@ -329,7 +342,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         for index in chunks.indices {
             guard chunks[index].items.contains(where: shouldRemove) else { continue }
             changedChunk(index)
-            chunks.update(index) { $0.items.removeAll(where: shouldRemove) }
+            chunks.update(index) { $0.changeItems { $0.removeAll(where: shouldRemove) } }
         }
         chunks.removeAll { $0.items.isEmpty }
         starts = Array(repeating: 0, count: chunks.count)
@@ -424,10 +437,12 @@ public struct ItemList: RandomAccessCollection, Sendable {
                         let newBase = UnsafeRawPointer(newBuffer.baseAddress)
                     else { return 0 }
                     let stride = MemoryLayout<Item>.stride
-                    // Most often the whole rest is shared (items appended to the chunk): one
-                    // memcmp. Padding bytes could differ between equal items; then the walk
-                    // below decides.
-                    if memcmp(oldBase + old.offset * stride, newBase + new.offset * stride, limit * stride) == 0 {
+                    let oldStart = oldBase + old.offset * stride
+                    let newStart = newBase + new.offset * stride
+                    // Most often the whole rest is shared (items appended to the chunk): the
+                    // same storage (`ItemBuffer`), or else one memcmp. Padding bytes could
+                    // differ between equal items; then the walk below decides.
+                    if oldStart == newStart || memcmp(oldStart, newStart, limit * stride) == 0 {
                         return limit
                     }
                     var run = 0

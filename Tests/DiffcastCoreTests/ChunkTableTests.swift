@@ -33,8 +33,8 @@ import Testing
             case 4 where count > 0:
                 let position = Int.random(in: 0..<count, using: &rng)
                 let item = Item(id: "n\(step)")
-                tables[which].update(position) { $0.items.append(contentsOf: [item]) }
-                models[which][position].items.append(contentsOf: [item])
+                tables[which].update(position) { $0.append(contentsOf: [item]) }
+                models[which][position].append(contentsOf: [item])
             case 5 where count > 0:
                 let doomed = Set(models[which].shuffled(using: &rng).prefix(5).map(\.id))
                 tables[which].removeAll { doomed.contains($0.id) }
