@@ -36,10 +36,8 @@ struct ChunkTable: RandomAccessCollection, Sendable {
 
     mutating func append(_ chunk: ItemList.Chunk) {
         if count & (Self.pageSize - 1) == 0 {
-            var page: [ItemList.Chunk] = []
-            page.reserveCapacity(Self.pageSize)
-            page.append(chunk)
-            pages.append(page)
+            // Not reserved: most collections hold one chunk, and a page grows as an array does.
+            pages.append([chunk])
         } else {
             pages[pages.count - 1].append(chunk)
         }

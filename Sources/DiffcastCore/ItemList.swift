@@ -82,7 +82,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// The digest part of all the items in order: after `refreshDigests()`, a lookup; else the
     /// current prefix and the chunks after it combined, never a step per item.
     public var digest: DigestPart {
-        let first = Swift.min(currentPrefixes, chunks.count)
+        let first = Swift.min(currentPrefixes, chunks.count, digestPrefixes.count)
         var part = first > 0 ? digestPrefixes[first - 1] : .empty
         for index in first..<chunks.count { part.append(chunks[index].digest) }
         return part
@@ -92,7 +92,14 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// of a long list (a growing feed) folds one chunk, not the whole table.
     public mutating func refreshDigests() {
         guard hasStaleDigests else { return }
-        let first = Swift.min(currentPrefixes, chunks.count)
+        if chunks.count <= 1 {
+            // One chunk is its own prefix: most collections are small, and keep no table.
+            if chunks.count == 1 { chunks.update(0) { $0.refreshDigest() } }
+            digestPrefixes = []
+            currentPrefixes = chunks.count
+            return
+        }
+        let first = Swift.min(currentPrefixes, chunks.count, digestPrefixes.count)
         digestPrefixes.removeSubrange(first...)
         var part = first > 0 ? digestPrefixes[first - 1] : .empty
         for index in first..<chunks.count {
@@ -104,7 +111,9 @@ public struct ItemList: RandomAccessCollection, Sendable {
     }
 
     /// Whether a chunk changed since the last refresh.
-    public var hasStaleDigests: Bool { currentPrefixes != chunks.count || digestPrefixes.count != chunks.count }
+    public var hasStaleDigests: Bool {
+        currentPrefixes != chunks.count || digestPrefixes.count != (chunks.count > 1 ? chunks.count : 0)
+    }
 
     /// `digestPrefixes[i]` is the digest part of chunks 0...i. The first `currentPrefixes`
     /// entries are current, and so are those chunks' own digests: a change to a chunk cuts the
