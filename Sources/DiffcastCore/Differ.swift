@@ -272,10 +272,10 @@ public enum Differ {
             var gap = newCursor.position
             // Where the trailing shared chunks start: from there on both hold the same items in
             // place, which add nothing to list.
-            let oldTail = oldItems.chunkCount - shared.trailing
-            let newTail = section.items.chunkCount - shared.trailing
+            let oldTail = oldItems.chunks.count - shared.trailing
+            let newTail = section.items.chunks.count - shared.trailing
             while !oldCursor.atEnd || !newCursor.atEnd {
-                if oldCursor.chunkIndex == oldTail, newCursor.chunkIndex == newTail, oldCursor.atChunkStart,
+                if oldCursor.chunk == oldTail, newCursor.chunk == newTail, oldCursor.atChunkStart,
                     newCursor.atChunkStart
                 {
                     break

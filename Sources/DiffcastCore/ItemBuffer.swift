@@ -36,10 +36,6 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
     private var storage: Storage
     private(set) var count: Int
 
-    init() {
-        self.init([])
-    }
-
     init(_ items: some Collection<Item>) {
         storage = Storage.make(capacity: items.count)
         count = 0
@@ -104,11 +100,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
             makeUnique(minimumCapacity: Swift.max(count + added, Swift.min(2 * count, ItemList.chunkCapacity)))
         }
         storage.withUnsafeMutablePointers { header, items in
-            var slot = items + count
-            for item in newItems {
-                slot.initialize(to: item)
-                slot += 1
-            }
+            _ = UnsafeMutableBufferPointer(start: items + count, count: added).initialize(fromContentsOf: newItems)
             header.pointee.filled = count + added
         }
         count += added
@@ -121,11 +113,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         makeUnique(minimumCapacity: count + added)
         storage.withUnsafeMutablePointers { header, items in
             (items + position + added).moveInitialize(from: items + position, count: count - position)
-            var slot = items + position
-            for item in newItems {
-                slot.initialize(to: item)
-                slot += 1
-            }
+            _ = UnsafeMutableBufferPointer(start: items + position, count: added).initialize(fromContentsOf: newItems)
             header.pointee.filled = count + added
         }
         count += added

@@ -127,7 +127,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
     }
 
     private(set) var chunks = ChunkTable()
-    var chunkCount: Int { chunks.count }
     /// The position of the first item of each chunk.
     private(set) var starts: [Int] = []
     public private(set) var count = 0
@@ -389,9 +388,6 @@ public struct ItemList: RandomAccessCollection, Sendable {
             self.chunk = chunk
             self.position = chunk < list.chunks.count ? list.starts[chunk] : list.count
         }
-
-        /// The index of the chunk the cursor is in (the chunk count at the end).
-        var chunkIndex: Int { chunk }
 
         /// A cursor standing at `position` (0...count).
         init(_ list: ItemList, at position: Int) {

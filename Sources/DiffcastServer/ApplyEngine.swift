@@ -134,7 +134,7 @@ public final class ApplyEngine {
             outcomes.append(.response(address, SharedBytes(bytes)))
         case .subscribe(let name, let since, let epoch):
             publishOpenBatch(of: name)
-            if wouldExceedCollectionLimit(name) {
+            if collections[name] == nil && isAtCollectionLimit {
                 return fail(
                     request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
             }
@@ -201,10 +201,8 @@ public final class ApplyEngine {
         return state
     }
 
-    /// Whether a new collection would pass `limits.collections`.
-    private func wouldExceedCollectionLimit(_ name: String) -> Bool {
-        collections[name] == nil && collections.count >= limits.collections
-    }
+    /// Whether one more collection would pass `limits.collections`.
+    private var isAtCollectionLimit: Bool { collections.count >= limits.collections }
 
     private func state(for name: String) -> CollectionState {
         if let state = collections[name] { return state }
@@ -375,7 +373,7 @@ public final class ApplyEngine {
 
     private func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
         let found = collections[name]
-        if found == nil && collections.count >= limits.collections {
+        if found == nil && isAtCollectionLimit {
             statistics.writesRejected += 1
             return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
         }
@@ -419,8 +417,7 @@ public final class ApplyEngine {
     /// Publishes every open batch, in the order of the collections' names.
     private func publishAllOpenBatches() {
         guard !openBatches.isEmpty else { return }
-        let names = openBatches.count == 1 ? [openBatches[0].name] : openBatches.map(\.name).sorted()
-        for name in names {
+        for name in openBatches.map(\.name).sorted() {
             publishOpenBatch(of: name)
         }
     }
