@@ -66,4 +66,23 @@ enum SubjectToken {
         }
         return token.isEmpty ? "=" : token
     }
+
+    /// The name `encode` made `token` from; nil for a token `encode` never makes.
+    static func decode(_ token: Substring) -> String? {
+        guard token != "=" else { return "" }
+        var bytes: [UInt8] = []
+        var rest = token.utf8[...]
+        while let byte = rest.popFirst() {
+            guard byte == UInt8(ascii: "=") else {
+                bytes.append(byte)
+                continue
+            }
+            guard rest.count >= 2, let value = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16)
+            else { return nil }
+            bytes.append(value)
+            rest = rest.dropFirst(2)
+        }
+        let name = String(decoding: bytes, as: UTF8.self)
+        return encode(name) == token ? name : nil
+    }
 }

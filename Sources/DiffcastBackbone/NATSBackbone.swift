@@ -39,7 +39,11 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private let logger: Logger
     private let client: NATSClient
     private let leaseBucket = Mutex<KeyValueBucket?>(nil)
-    private let arrivals = Mutex(BackboneArrivals())
+    private let inbox = Mutex(Inbox())
+    /// The watch over following the log (see `checkFollowing`); used on `watchQueue` only.
+    private var watch = FollowWatch()
+    private let watchQueue = DispatchQueue(label: "diffcast.backbone.follow")
+    private let behind = Atomic<UInt64>(0)
     private let arrivalSignal = DispatchSemaphore(value: 0)
     private let wakeHandler = Mutex<(@Sendable () -> Void)?>(nil)
     private let leases = Mutex<[String: Lease]>([:])
@@ -49,6 +53,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private let renewals = DispatchQueue(label: "diffcast.backbone.leases")
     /// Set once by `start`, cancelled by `stop`.
     private var renewalTimer: (any DispatchSourceTimer)?
+    private var watchTimer: (any DispatchSourceTimer)?
 
     static let stream = "DIFFCAST_LOG"
     static let snapshots = "DIFFCAST_SNAPSHOTS"
@@ -56,6 +61,26 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     static let claimSubject = "diffcast.claim"
     /// How long an append keeps retrying through a stream leader election before it gives up.
     static let appendPatienceMilliseconds = 15_000
+
+    /// What arrived and is not yet taken, and the last log sequence that arrived: a message at
+    /// or below it (from an older subscription, after the log was followed anew) is dropped.
+    private struct Inbox {
+        var arrivals = BackboneArrivals()
+        var lastSequence: UInt64 = 0
+    }
+
+    /// Following the log as last checked: the subscription, and how long it has not moved
+    /// while the stream was ahead of it.
+    private struct FollowWatch {
+        var subscription: SubscriptionHandle?
+        var lastSequence: UInt64 = 0
+        var stalledChecks = 0
+    }
+
+    /// How often the watch compares what arrived with the stream's end.
+    static let followCheckMilliseconds = 1_000
+    /// Checks in a row without progress while behind, before the log is followed anew.
+    static let stalledChecksBeforeRepair = 2
 
     private struct Lease {
         var revision: UInt64
@@ -74,7 +99,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         node = SubjectToken.encode(host.isEmpty ? "diffcastd" : host) + "-" + suffix
         self.settings = settings
         self.logger = logger
-        client = try NATSClient(servers: settings.servers, name: "diffcastd \(node)")
+        client = try NATSClient(servers: settings.servers, name: "diffcastd \(node)") { error in
+            logger.warning("NATS: \(error)")
+        }
     }
 
     // MARK: - Backbone
@@ -91,15 +118,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             Self.bucket, ttlMilliseconds: Int64(settings.leaseMilliseconds), replicas: settings.replicas)
         leaseBucket.withLock { $0 = bucket }
         let last = try client.lastSequence(stream: Self.stream)
-        try client.follow("diffcast.log.>") { [weak self] message in
-            guard let self else { return }
-            // One that does not decode still arrives (empty), so that the log's end is reached.
-            let records = LogRecord.records(inPayload: message.data) ?? []
-            if records.isEmpty {
-                logger.error("shared log: message \(message.sequence) is not a batch of records; skipped")
-            }
-            arrive(LogMessage(sequence: message.sequence, records: records))
-        }
+        let subscription = try followLog(from: 1)
+        watchQueue.sync { watch.subscription = subscription }
         let serve: @Sendable (NATSClient.Request) -> Void = { [weak self] request in
             guard let self else { return }
             let lines = request.data.split(separator: UInt8(ascii: "\n")).map(Array.init)
@@ -112,6 +132,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         try client.serve("diffcast.node.\(node)", queue: nil, handler: serve)
         if settings.mayOwn { try client.serve(Self.claimSubject, queue: "owners", handler: serve) }
         startRenewals()
+        startWatchingTheLog()
         logger.info(
             "joined the backbone",
             metadata: [
@@ -126,15 +147,17 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         return leases.withLock { $0.values.count { $0.deadline > now } }
     }
 
+    public var logBehind: UInt64 { behind.load(ordering: .relaxed) }
+
     public func takeArrivals() -> BackboneArrivals {
-        arrivals.withLock { arrivals in
-            defer { arrivals = BackboneArrivals() }
-            return arrivals
+        inbox.withLock { inbox in
+            defer { inbox.arrivals = BackboneArrivals() }
+            return inbox.arrivals
         }
     }
 
     public func waitForArrivals(timeoutMilliseconds: Int) {
-        let pending = arrivals.withLock { !$0.log.isEmpty || !$0.forwarded.isEmpty }
+        let pending = inbox.withLock { !$0.arrivals.log.isEmpty || !$0.arrivals.forwarded.isEmpty }
         guard !pending else { return }
         _ = arrivalSignal.wait(timeout: .now() + .milliseconds(timeoutMilliseconds))
     }
@@ -278,6 +301,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     public func stop() {
         renewalTimer?.cancel()
+        watchTimer?.cancel()
         let held = leases.withLock { leases in
             defer { leases = [:] }
             return leases
@@ -296,13 +320,27 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         "diffcast.log." + SubjectToken.encode(collection)
     }
 
-    private func arrive(_ message: LogMessage) {
-        arrivals.withLock { $0.log.append(message) }
-        arrived()
+    /// Follows the whole log from stream sequence `first`. A message that does not decode still
+    /// arrives (without records), so that the log's end is reached and the applier says so.
+    private func followLog(from first: UInt64) throws -> SubscriptionHandle {
+        try client.follow("diffcast.log.>", from: first) { [weak self] message in
+            guard let self else { return }
+            let token = message.subject.split(separator: ".", maxSplits: 2).dropFirst(2).first
+            let collection = token.flatMap(SubjectToken.decode)
+            let records = LogRecord.records(inPayload: message.data) ?? []
+            let fresh = inbox.withLock { inbox in
+                guard message.sequence > inbox.lastSequence else { return false }
+                inbox.lastSequence = message.sequence
+                inbox.arrivals.log.append(
+                    LogMessage(sequence: message.sequence, collection: collection, records: records))
+                return true
+            }
+            if fresh { arrived() }
+        }
     }
 
     private func arrive(_ batch: ForwardedBatch) {
-        arrivals.withLock { $0.forwarded.append(batch) }
+        inbox.withLock { $0.arrivals.forwarded.append(batch) }
         arrived()
     }
 
@@ -325,6 +363,45 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         timer.setEventHandler { [weak self] in self?.renewLeases() }
         timer.resume()
         renewalTimer = timer
+    }
+
+    private func startWatchingTheLog() {
+        let timer = DispatchSource.makeTimerSource(queue: watchQueue)
+        let interval = DispatchTimeInterval.milliseconds(Self.followCheckMilliseconds)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.checkFollowing() }
+        timer.resume()
+        watchTimer = timer
+    }
+
+    /// Compares the last log message that arrived with the stream's end. A consumer whose
+    /// server died can stay silent for a long time (libnats 3.4.1 notices only after missed
+    /// heartbeats, and nats-server 2.9.10 may recreate it on the dead server), while the daemon
+    /// serves stale collections: when the stream is ahead and nothing arrived for
+    /// `stalledChecksBeforeRepair` checks, the log is followed anew from the next sequence.
+    private func checkFollowing() {
+        guard let end = try? client.lastSequence(stream: Self.stream) else { return }
+        let arrived = inbox.withLock { $0.lastSequence }
+        let lag = end > arrived ? end - arrived : 0
+        behind.store(lag, ordering: .relaxed)
+        if lag > 0, arrived == watch.lastSequence {
+            watch.stalledChecks += 1
+        } else {
+            watch.stalledChecks = 0
+        }
+        watch.lastSequence = arrived
+        guard watch.stalledChecks >= Self.stalledChecksBeforeRepair else { return }
+        watch.stalledChecks = 0
+        logger.warning(
+            "shared log: nothing arrived while the stream is ahead; following it anew",
+            metadata: ["arrived": "\(arrived)", "stream_end": "\(end)"])
+        do {
+            let replacement = try followLog(from: arrived + 1)
+            if let stale = watch.subscription { client.stopFollowing(stale) }
+            watch.subscription = replacement
+        } catch {
+            logger.error("shared log: could not follow it anew; retrying", metadata: ["error": "\(error)"])
+        }
     }
 
     private func renewLeases() {

@@ -45,12 +45,17 @@ final class NATSClient: @unchecked Sendable {
     private let jetStream: OpaquePointer
     private let handlers = Mutex<[MessageHandlerBox]>([])
     private let subscriptions = Mutex<[SubscriptionHandle]>([])
+    /// Told of errors libnats meets on its own threads (a slow consumer, missed heartbeats).
+    private let errorHandler: ErrorHandlerBox
 
     /// Connects to the first server of `servers` that answers; reconnects for ever afterwards.
-    init(servers: [String], name: String) throws {
+    /// `onError` hears of the errors libnats meets on its own threads, with their text.
+    init(servers: [String], name: String, onError: @escaping @Sendable (String) -> Void) throws {
+        errorHandler = ErrorHandlerBox(onError)
         var options: OpaquePointer?
         try check(natsOptions_Create(&options), "natsOptions_Create")
         defer { natsOptions_Destroy(options) }
+        natsOptions_SetErrorHandler(options, Self.errorCallback, errorHandler.opaque)
         let copies = servers.map { strdup($0) }
         defer { copies.forEach { free($0) } }
         var pointers = copies.map { UnsafePointer<CChar>($0) }
@@ -224,19 +229,28 @@ final class NATSClient: @unchecked Sendable {
         return info.pointee.State.LastSeq
     }
 
-    /// Reads every message of `subject` (wildcards allowed) in stream order, from the first,
-    /// then as they are stored: an ordered consumer, recreated by libnats after a gap.
-    func follow(_ subject: String, handler: @escaping @Sendable (StreamMessage) -> Void) throws {
+    /// Reads every message of `subject` (wildcards allowed) in stream order from stream
+    /// sequence `first`, then as they are stored: an ordered consumer, recreated by libnats
+    /// after a gap or when its heartbeats (every second) stop. Returns the subscription, for
+    /// `stopFollowing`.
+    func follow(
+        _ subject: String, from first: UInt64, handler: @escaping @Sendable (StreamMessage) -> Void
+    ) throws -> SubscriptionHandle {
         var options = jsSubOptions()
         jsSubOptions_Init(&options)
         options.Ordered = true
-        options.Config.DeliverPolicy = js_DeliverAll
+        options.Config.DeliverPolicy = first <= 1 ? js_DeliverAll : js_DeliverByStartSequence
+        options.Config.OptStartSeq = first <= 1 ? 0 : first
+        // libnats' default (5 s, two missed) noticed a consumer lost with its server only after
+        // 10-20 s; the backbone's own watch (`NATSBackbone.checkFollowing`) covers the rest.
+        options.Config.Heartbeat = 1_000_000_000
         let box = MessageHandlerBox { message in
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else { return }
             let sequence = metadata.pointee.Sequence.Stream
             jsMsgMetaData_Destroy(metadata)
-            handler(StreamMessage(sequence: sequence, data: Self.data(of: message)))
+            let subject = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
+            handler(StreamMessage(sequence: sequence, subject: subject, data: Self.data(of: message)))
         }
         var subscription: OpaquePointer?
         var code = jsErrCode(0)
@@ -244,7 +258,21 @@ final class NATSClient: @unchecked Sendable {
             &subscription, jetStream, subject, Self.callback, box.opaque, nil, &options, &code)
         guard status == NATS_OK, let subscription else { throw NATSError("following \(subject)", status, code: code) }
         natsSubscription_SetPendingLimits(subscription, -1, -1)
-        keep(box, subscription)
+        return keep(box, subscription)
+    }
+
+    /// Ends a subscription made by `follow`.
+    func stopFollowing(_ subscription: SubscriptionHandle) {
+        let wasOpen = subscriptions.withLock { subscriptions in
+            guard let index = subscriptions.firstIndex(where: { $0.pointer == subscription.pointer }) else {
+                return false
+            }
+            subscriptions.remove(at: index)
+            return true
+        }
+        guard wasOpen else { return }
+        natsSubscription_Unsubscribe(subscription.pointer)
+        natsSubscription_Destroy(subscription.pointer)
     }
 
     // MARK: - Core NATS
@@ -312,6 +340,7 @@ final class NATSClient: @unchecked Sendable {
 
     struct StreamMessage: Sendable {
         let sequence: UInt64
+        let subject: String
         let data: [UInt8]
     }
 
@@ -320,9 +349,12 @@ final class NATSClient: @unchecked Sendable {
         let replySubject: String
     }
 
-    private func keep(_ box: MessageHandlerBox, _ subscription: OpaquePointer) {
+    @discardableResult
+    private func keep(_ box: MessageHandlerBox, _ subscription: OpaquePointer) -> SubscriptionHandle {
+        let handle = SubscriptionHandle(pointer: subscription)
         handlers.withLock { $0.append(box) }
-        subscriptions.withLock { $0.append(SubscriptionHandle(pointer: subscription)) }
+        subscriptions.withLock { $0.append(handle) }
+        return handle
     }
 
     private static func data(of message: OpaquePointer) -> [UInt8] {
@@ -337,11 +369,27 @@ final class NATSClient: @unchecked Sendable {
         Unmanaged<MessageHandlerBox>.fromOpaque(closure).takeUnretainedValue().handle(message)
         natsMsg_Destroy(message)
     }
+
+    private static let errorCallback: natsErrHandler = { _, subscription, status, closure in
+        guard let closure else { return }
+        var text = String(cString: natsStatus_GetText(status))
+        if let subscription, let subject = natsSubscription_GetSubject(subscription) {
+            text += " (subscription to \(String(cString: subject)))"
+        }
+        Unmanaged<ErrorHandlerBox>.fromOpaque(closure).takeUnretainedValue().handle(text)
+    }
 }
 
 /// A libnats subscription; used only to close it.
-private struct SubscriptionHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
+struct SubscriptionHandle: @unchecked Sendable {
+    fileprivate let pointer: OpaquePointer
+}
+
+/// The connection's error handler, kept alive by its client while libnats may call it.
+private final class ErrorHandlerBox: Sendable {
+    let handle: @Sendable (String) -> Void
+    init(_ handle: @escaping @Sendable (String) -> Void) { self.handle = handle }
+    var opaque: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 }
 
 /// A subscription's Swift handler, kept alive by its client while libnats may call it.

@@ -85,12 +85,19 @@ extension Changeset {
             }
             itemArrivals.append((move.to, item))
         }
+        if let negative = itemArrivals.first(where: { $0.0.section < 0 || $0.0.item < 0 }) {
+            throw ChangesetMismatch("item insert at \(negative.0) out of range")
+        }
         itemArrivals.sort { $0.0 < $1.0 }
         var run = 0
         while run < itemArrivals.count {
             let start = itemArrivals[run].0
             var end = run + 1
-            while end < itemArrivals.count, itemArrivals[end].0 == ItemPath(start.section, start.item + end - run) {
+            // Indices come from the wire: a run grows while the next index is one more, compared
+            // by a difference of two non-negative indices, which cannot overflow near Int.max.
+            while end < itemArrivals.count, itemArrivals[end].0.section == start.section,
+                itemArrivals[end].0.item - start.item == end - run
+            {
                 end += 1
             }
             guard sectionsNow.indices.contains(start.section), start.item >= 0,

@@ -280,10 +280,10 @@ public final class ApplyEngine {
     // MARK: - Following a shared log
 
     /// Whether a shared-log message can be applied to what this daemon holds: a batch must
-    /// follow the collection's current version.
+    /// follow the collection's current version (so a batch at version 0 never fits).
     public func fits(_ records: [LogRecord]) -> Bool {
         guard case .batch(let name, let version, _) = records.first else { return true }
-        return existing(name)?.version == version - 1
+        return version > 0 && existing(name)?.version == version - 1
     }
 
     /// Takes a collection's state from a snapshot of the shared log (the messages before it
@@ -344,7 +344,7 @@ public final class ApplyEngine {
                 droppedCollections = true
                 outcomes.append(.dropped(collection: name))
             case .batch(let name, let version, let writes):
-                guard let state = existing(name), version == state.version + 1 else {
+                guard let state = existing(name), version > 0, version - 1 == state.version else {
                     logger?.error(
                         "shared log: a batch that does not fit",
                         metadata: ["collection": "\(name)", "version": "\(version)"])

@@ -10,6 +10,9 @@ public protocol Backbone: AnyObject, Sendable {
     var node: String { get }
     /// How many collections this daemon holds the lease of now.
     var ownedCollections: Int { get }
+    /// How many stream sequences the shared log held, when last checked, past the last message
+    /// that reached this daemon: 0 when it keeps up.
+    var logBehind: UInt64 { get }
     /// Starts following the shared log and taking forwarded writes. `wake` is called, on any
     /// thread, whenever `takeArrivals` has something new. Returns the collections' snapshots and
     /// the log's last sequence, which the queue applies before the daemon serves.
@@ -43,10 +46,15 @@ public protocol Backbone: AnyObject, Sendable {
 /// One message of the shared log: the records of one batch of one collection.
 public struct LogMessage: Sendable {
     public var sequence: UInt64
+    /// The collection the message's subject names (nil when the subject names none); its
+    /// records must all be about this one.
+    public var collection: String?
+    /// The decoded records; empty when the payload does not decode.
     public var records: [LogRecord]
 
-    public init(sequence: UInt64, records: [LogRecord]) {
+    public init(sequence: UInt64, collection: String?, records: [LogRecord]) {
         self.sequence = sequence
+        self.collection = collection
         self.records = records
     }
 }

@@ -5,17 +5,26 @@ import Glibc
 enum Listener {
     private static let backlog: Int32 = 511
 
-    /// A Unix socket at `path`. A stale file from a dead daemon is replaced; a live daemon on
-    /// it is refused.
+    /// A Unix socket at `path`. A stale socket that nobody answers is replaced; a live daemon on
+    /// it is refused, and so is anything there that is not a socket (it is never removed).
     static func unix(path: String, server: Server) throws -> UnsafeMutableRawPointer {
         let limit = Int(dc_unix_path_max())
         guard path.utf8.count <= limit else { throw ServerError.socketPathTooLong(path, limit: limit) }
-        if access(path, F_OK) == 0 {
+        var found = stat()
+        if lstat(path, &found) == 0 {
+            guard found.st_mode & S_IFMT == S_IFSOCK else { throw ServerError.notASocket(path) }
             let probe = dc_probe_unix_socket(path)
             if probe == 0 { throw ServerError.alreadyServed(path) }
-            if probe == ECONNREFUSED || probe == ENOENT {
+            if probe == ECONNREFUSED {
                 server.logger.info("removing a stale socket file", metadata: ["path": "\(path)"])
                 unlink(path)
+            }
+        } else {
+            // libuv reports a missing directory as "permission denied".
+            let directory = path.contains("/") ? String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) : "."
+            var folder = stat()
+            if stat(directory.isEmpty ? "/" : directory, &folder) != 0 || folder.st_mode & S_IFMT != S_IFDIR {
+                throw ServerError.noDirectory(path, directory: directory)
             }
         }
         let handle = allocateHandle(UV_NAMED_PIPE)

@@ -84,4 +84,8 @@ public struct BackboneStatistics: Sendable {
     public var logApplied: UInt64
     /// Writes this daemon sent to another daemon, and answered with its answer.
     public var writesForwarded: UInt64
+    /// Log messages skipped because they could not be applied (see `SharedLogApplier`).
+    public var logSkipped: UInt64
+    /// How far the stream was past the last message that reached this daemon, when last checked.
+    public var logBehind: UInt64
 }

@@ -685,6 +685,8 @@ public final class Server {
                         (",\"owned_collections\":", UInt64(backbone.ownedCollections)),
                         (",\"log_applied\":", backbone.logApplied),
                         (",\"writes_forwarded\":", backbone.writesForwarded),
+                        (",\"log_skipped\":", backbone.logSkipped),
+                        (",\"log_behind\":", backbone.logBehind),
                     ], to: &output)
                 output.appendRaw("}")
             }
@@ -815,6 +817,8 @@ public enum ServerError: Error, CustomStringConvertible {
     case libuv(String, Int32)
     case socketPathTooLong(String, limit: Int)
     case alreadyServed(String)
+    case notASocket(String)
+    case noDirectory(String, directory: String)
     case badAddress(String)
 
     public var description: String {
@@ -825,6 +829,10 @@ public enum ServerError: Error, CustomStringConvertible {
             "socket path '\(path)' is longer than \(limit) bytes"
         case .alreadyServed(let path):
             "another daemon is already serving \(path); stop it or choose another --socket"
+        case .notASocket(let path):
+            "\(path) exists and is not a socket; it is left as it is: choose another --socket"
+        case .noDirectory(let path, let directory):
+            "cannot make the socket \(path): the directory \(directory) does not exist"
         case .badAddress(let address):
             "bad TCP address '\(address)': expected HOST:PORT"
         }

@@ -21,6 +21,8 @@ final class SharedLogApplier {
     private var appliedThrough: UInt64 = 0
     /// Writes sent to their collection's owner.
     private var writesForwarded: UInt64 = 0
+    /// Log messages skipped by the rule of `apply`.
+    private var logSkipped: UInt64 = 0
     /// Outcomes produced while serving arrivals in the middle of other work.
     private var outcomes: [Outcome] = []
     /// How long a forwarded write waits for the owner's log to reach this daemon before it is
@@ -105,18 +107,45 @@ final class SharedLogApplier {
         for batch in arrivals.forwarded { serve(batch) }
     }
 
+    /// Applies log messages in stream order. Anyone who may publish on the log's subjects can
+    /// put a message there, so a message is checked before it is applied, and one that cannot
+    /// be applied is skipped — logged with its stream sequence, counted in `stats`
+    /// (`log_skipped`) — by one rule that every daemon applies alike, so they stay identical:
+    /// its payload does not decode, it has no records, a record names another collection than
+    /// its subject, or its batch does not follow the collection's version even after the
+    /// collection's snapshot was reloaded. A skipped message still moves the collection's log
+    /// position, so its owner appends after it and is not fenced by it.
     private func apply(_ messages: [LogMessage]) {
         for message in messages where message.sequence > appliedThrough {
             appliedThrough = message.sequence
-            guard let name = message.records.first?.collection else { continue }
+            guard let name = message.collection ?? message.records.first?.collection else {
+                skip(message, because: "its subject names no collection and it has no records")
+                continue
+            }
             guard !reflects(message.sequence, of: name) else { continue }
+            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }
+            guard !message.records.isEmpty, message.records.allSatisfy({ $0.collection == name }) else {
+                skip(message, because: "it has no records of collection '\(name)' alone")
+                continue
+            }
             if !engine.fits(message.records) {
                 recoverFromSnapshot(of: name)
                 guard !reflects(message.sequence, of: name) else { continue }
+                guard engine.fits(message.records) else {
+                    let held = engine.position(of: name).map { "version \($0.version)" } ?? "nothing"
+                    skip(message, because: "its batch does not follow \(held) of '\(name)'")
+                    continue
+                }
             }
             outcomes += engine.follow(message.records)
-            logPosition[name] = message.sequence
         }
+    }
+
+    private func skip(_ message: LogMessage, because reason: String) {
+        logSkipped += 1
+        logger.error(
+            "shared log: a message that cannot be applied; skipped",
+            metadata: ["sequence": "\(message.sequence)", "reason": "\(reason)"])
     }
 
     /// Whether the engine already holds what a collection's log message brought: the owner's
@@ -171,7 +200,7 @@ final class SharedLogApplier {
         guard case .statistics(let address, let id, var statistics) = outcome else { return outcome }
         statistics.backbone = BackboneStatistics(
             node: node, ownedCollections: backbone.ownedCollections, logApplied: appliedThrough,
-            writesForwarded: writesForwarded)
+            writesForwarded: writesForwarded, logSkipped: logSkipped, logBehind: backbone.logBehind)
         return .statistics(address, id: id, statistics)
     }
 

@@ -136,8 +136,12 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
     old_owner = daemons[0]
     with old_owner.client() as client:
         client.append_sections(collection, [{"id": "s", "items": ["before"]}])
+    # The subscriber's daemon must hold the collection before its owner stops: a subscribe that
+    # arrives earlier is forwarded to the owner (which made it), and the stopped one answers not.
+    wait_until(lambda: state(daemons[1], collection)["version"] >= 1, what="the collection to reach daemon 1")
     subscriber = Subscriber(daemons[1], collection)
     subscriber.start()
+    wait_until(lambda: subscriber.versions, what="the subscriber's snapshot")
     old_owner.process.send_signal(signal.SIGSTOP)
     time.sleep(2.5)  # past its 1.5 s lease
     with daemons[1].client(timeout=30) as client:

@@ -102,6 +102,49 @@ import Testing
         #expect(Digest(of: held.snapshot) == Digest(of: truth.snapshot))
     }
 
+    /// Anyone who may publish on the log's subjects can put anything there. A message that
+    /// cannot be applied is skipped by every daemon alike, also by one that joins later and
+    /// replays it (a batch at version 0 used to trap every follower, at every restart), and the
+    /// collection's owner goes on writing after it.
+    @Test func messagesThatCannotBeAppliedAreSkippedAlikeEverywhere() throws {
+        let cluster = MemoryCluster()
+        let a = cluster.join("a")
+        let b = cluster.join("b")
+        let reference = ApplyEngine()
+        let writes = [
+            #"{"op":"append_sections","collection":"c","sections":[{"id":"s","items":["x"]}]}"#,
+            #"{"op":"append_items","collection":"c","items":["y"]}"#,
+            #"{"op":"update_items","collection":"c","items":[{"id":"x","data":{"n":1}}]}"#,
+        ]
+        #expect(try a.answer(writes[0], slot: 0) == answerIn(reference.process([job(writes[0], slot: 0)]), slot: 0))
+        let poison: [(subject: String, records: [LogRecord])] = [
+            ("c", [.batch(collection: "c", version: 0, writes: [])]),
+            ("c", [.batch(collection: "c", version: .max, writes: [])]),
+            ("c", [.batch(collection: "c", version: 7, writes: [Array(#"{"op":"drop","collection":"c"}"#.utf8)])]),
+            ("c", []),
+            ("c", [.batch(collection: "other", version: 2, writes: [])]),
+        ]
+        for message in poison { cluster.inject(message.records, on: message.subject) }
+        for (slot, line) in writes.enumerated().dropFirst() {
+            let daemon = slot == 1 ? b : a
+            #expect(
+                try daemon.answer(line, slot: UInt64(slot))
+                    == answerIn(reference.process([job(line, slot: UInt64(slot))]), slot: UInt64(slot)))
+        }
+        let late = cluster.join("late")
+        let truth = try #require(reference.checkpointEntries().first)
+        for daemon in [a, b, late] {
+            _ = daemon.applier.run([])
+            let held = try #require(daemon.engine.checkpointEntries().first)
+            #expect(held.version == truth.version && held.epoch == a.engine.position(of: "c")?.epoch, "\(daemon.node)")
+            #expect(Digest(of: held.snapshot) == Digest(of: truth.snapshot), "\(daemon.node)")
+            let statistics = try daemon.applier.run([job(#"{"op":"stats"}"#, slot: 99)]).compactMap { outcome in
+                if case .statistics(_, _, let statistics) = outcome { statistics.backbone } else { nil }
+            }
+            #expect(statistics.map(\.logSkipped) == [UInt64(poison.count)], "\(daemon.node)")
+        }
+    }
+
     // MARK: - Writes
 
     private func randomWrite(_ step: Int, using generator: inout SeededGenerator) -> String {
@@ -245,6 +288,13 @@ final class MemoryCluster {
         return daemon
     }
 
+    /// A message put on a collection's subject by someone who is no daemon: stored as it is.
+    func inject(_ records: [LogRecord], on collection: String) {
+        log.append(.init(sequence: nextSequence, collection: collection, records: records, appender: "intruder"))
+        lastSequence[collection] = nextSequence
+        nextSequence += 1
+    }
+
     /// The daemon stops answering, and its leases end.
     func kill(_ node: String) {
         daemons[node] = nil
@@ -273,6 +323,8 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
 
     var ownedCollections: Int { owned.count }
 
+    var logBehind: UInt64 { 0 }
+
     func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart {
         BackboneStart(snapshots: Array(cluster.snapshots.values), logEnd: cluster.nextSequence - 1)
     }
@@ -283,7 +335,8 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
         let new = cluster.log.filter { $0.sequence > taken }
         taken = cluster.nextSequence - 1
         return BackboneArrivals(
-            log: new.map { LogMessage(sequence: $0.sequence, records: $0.records) }, forwarded: forwarded)
+            log: new.map { LogMessage(sequence: $0.sequence, collection: $0.collection, records: $0.records) },
+            forwarded: forwarded)
     }
 
     func waitForArrivals(timeoutMilliseconds: Int) {

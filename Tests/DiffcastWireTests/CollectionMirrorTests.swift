@@ -73,4 +73,32 @@ import Testing
                             .utf8)))
         }
     }
+
+    /// Index paths are read from the wire: at the extremes of Int they are a divergence, and the
+    /// mirror keeps what it held (the first of these used to trap on an overflow).
+    @Test(arguments: [
+        #"{"inserted":[{"at":[0,9223372036854775807],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}"#,
+        #"{"inserted":[{"at":[0,9223372036854775806],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}"#,
+        #"{"inserted":[{"at":[0,-9223372036854775808],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}"#,
+        #"{"inserted":[{"at":[-1,0],"id":"x"}]}"#,
+        #"{"inserted":[{"at":[9223372036854775807,0],"id":"x"}]}"#,
+        #"{"deleted":[{"at":[0,9223372036854775807],"id":"a"}]}"#,
+        #"{"moved":[{"id":"a","from":[0,0],"to":[0,-9223372036854775808]}]}"#,
+        #"{"updated":[{"at":[-9223372036854775808,0],"id":"a"}]}"#,
+        #"{"inserted":[{"at":[0,18446744073709551616],"id":"x"}]}"#,
+    ])
+    func indexPathsAtTheExtremesAreADivergence(items: String) throws {
+        var mirror = CollectionMirror()
+        try mirror.feed(
+            try JSONParser.parse(
+                Array(
+                    #"{"event":"snapshot","collection":"m","epoch":"e","version":1,"sections":[{"id":"s","items":["a","b"]}],"digest":"1ae354cda546efbc"}"#
+                        .utf8)))
+        let line =
+            #"{"event":"changeset","collection":"m","epoch":"e","from":1,"version":2,"items":"#
+            + items + #","digest":"0000000000000000"}"#
+        #expect(throws: CollectionMirror.Divergence.self) { try mirror.feed(try JSONParser.parse(Array(line.utf8))) }
+        #expect(mirror.version == 1)
+        #expect(Digest(of: mirror.snapshot).description == "1ae354cda546efbc")
+    }
 }

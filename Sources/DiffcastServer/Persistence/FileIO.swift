@@ -7,6 +7,8 @@ public enum PersistenceError: Error, CustomStringConvertible {
     case corruptRecord(path: String, offset: Int, reason: String)
     case badCheckpoint(path: String, reason: String)
     case missingFile(path: String, reason: String)
+    /// Another process holds the state directory's lock (its pid, when it wrote one).
+    case locked(directory: String, holder: String?)
 
     private static let advice =
         "nothing was changed; check the disk, restore the state directory from a backup, or move the damaged "
@@ -23,6 +25,10 @@ public enum PersistenceError: Error, CustomStringConvertible {
             "damaged checkpoint \(path): \(reason); \(Self.advice)"
         case .missingFile(let path, let reason):
             "missing \(path): \(reason); \(Self.advice)"
+        case .locked(let directory, let holder):
+            "state directory \(directory) is in use by another daemon (\(holder.map { "pid \($0)" } ?? "pid unknown")); "
+                + "two daemons on one state directory would lose acknowledged writes: stop that one or choose "
+                + "another --state-dir (`diffcastd --verify-state DIR` reads a directory in use without harming it)"
         }
     }
 }

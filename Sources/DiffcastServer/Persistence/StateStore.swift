@@ -43,6 +43,9 @@ public final class StateStore {
     private var generation: UInt64 = 1
     private var nextSequence: UInt64 = 1
     private var logDescriptor: Int32 = -1
+    /// The open `lock` file whose flock keeps other daemons out while this store lives; the
+    /// kernel releases it when the process ends, however it ends.
+    private let lockDescriptor: Int32
     private var logBytes = 0
     /// After a failed checkpoint, the log size at which to try again.
     private var checkpointRetryBytes = 0
@@ -64,10 +67,37 @@ public final class StateStore {
         if mkdir(directory, 0o750) != 0 && errno != EEXIST {
             throw PersistenceError.system("mkdir", path: directory, errno: errno)
         }
+        lockDescriptor = try Self.lock(directory)
     }
 
     deinit {
         if logDescriptor >= 0 { close(logDescriptor) }
+        close(lockDescriptor)
+    }
+
+    /// Takes the directory's lock, as PostgreSQL's postmaster.pid and etcd's data-directory
+    /// flock do: a second daemon on the same directory would checkpoint and remove the first
+    /// one's live log. Writes this process's pid into the lock file, for the refusal message.
+    private static func lock(_ directory: String) throws -> Int32 {
+        let path = directory + "/lock"
+        let descriptor = try FileIO.open(path, O_RDWR | O_CREAT)
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            defer { close(descriptor) }
+            guard code == EWOULDBLOCK else { throw PersistenceError.system("flock", path: path, errno: code) }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            let count = pread(descriptor, &bytes, bytes.count, 0)
+            let digits = bytes.prefix(max(count, 0)).prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            let holder = String(decoding: digits, as: UTF8.self)
+            throw PersistenceError.locked(directory: directory, holder: holder.isEmpty ? nil : holder)
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        guard ftruncate(descriptor, 0) == 0, pwrite(descriptor, pid, pid.count, 0) == pid.count else {
+            let code = errno
+            close(descriptor)
+            throw PersistenceError.system("writing", path: path, errno: code)
+        }
+        return descriptor
     }
 
     // MARK: - Recovery
