@@ -223,10 +223,19 @@ public final class ApplyEngine {
 
     /// A collection as a checkpoint kept it.
     public func restore(collection name: String, epoch: String, version: UInt64, sections: [SectionOutline]) throws {
+        try restore(collection: name, epoch: epoch, version: version, sections: sections, history: [])
+    }
+
+    /// Restores a collection with its earlier versions (oldest first), for catch-ups.
+    func restore(
+        collection name: String, epoch: String, version: UInt64, sections: [SectionOutline],
+        history: [(version: UInt64, snapshot: Snapshot)]
+    ) throws {
         let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
         state.document = try Document(restoring: sections)
         state.version = version
         state.exists = true
+        for past in history { state.remember(past.snapshot, as: past.version) }
         state.remember(state.document.snapshot, as: version)
         collections[name] = state
     }
@@ -261,9 +270,12 @@ public final class ApplyEngine {
     }
 
     /// Every existing collection's state, for a checkpoint.
-    public func checkpointEntries() -> [(name: String, epoch: String, version: UInt64, snapshot: Snapshot)] {
-        collections.values.filter(\.exists).sorted { $0.name < $1.name }.map {
-            ($0.name, $0.epoch, $0.version, $0.document.snapshot)
+    public func checkpointEntries() -> [(
+        name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: [(version: UInt64, snapshot: Snapshot)]
+    )] {
+        collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
+            let earlier = state.history.filter { $0.version < state.version }
+            return (state.name, state.epoch, state.version, state.document.snapshot, earlier)
         }
     }
 

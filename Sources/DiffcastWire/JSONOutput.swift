@@ -29,6 +29,11 @@ public struct JSONOutput: Sendable {
         bytes.append(byte)
     }
 
+    /// Appends bytes that are already JSON (an encoded event).
+    public mutating func appendRaw(bytes json: some Collection<UInt8>) {
+        bytes.append(contentsOf: json)
+    }
+
     public mutating func append(_ number: some BinaryInteger) {
         if let value = UInt64(exactly: number) {
             append(decimal: value)

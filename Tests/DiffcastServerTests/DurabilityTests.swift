@@ -205,7 +205,10 @@ import Testing
         _ = daemon.stop()
     }
 
-    @Test func aSubscriberResumesAfterARestartWithOneChangeset() throws {
+    /// History survives a crash (the log is replayed) and a clean stop (the checkpoint keeps it):
+    /// either way a subscriber that comes back gets one changeset, not a snapshot.
+    @Test(arguments: [SIGKILL, SIGTERM])
+    func aSubscriberResumesAfterARestartWithOneChangeset(stoppedBy signal: Int32) throws {
         let stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "dc-resume-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: stateDirectory) }
@@ -217,7 +220,10 @@ import Testing
         try mirror.feed(try client.event())
         _ = try client.request("unsubscribe r")
         for index in 0..<3 { _ = try client.request(#"append_sections r {"sections":[{"id":"s\#(index)"}]}"#) }
-        _ = daemon.stop(signal: SIGKILL)
+        _ = daemon.stop(signal: signal)
+        if signal == SIGTERM {
+            #expect(FileManager.default.fileExists(atPath: stateDirectory.path + "/checkpoint.json"))
+        }
         daemon = try Daemon(arguments: ["--state-dir", stateDirectory.path], socketPath: socketPath)
         client = try Client(path: socketPath)
         let again = try client.request(#"subscribe r {"since":0,"epoch":"\#(subscribed["epoch"]?.string ?? "")"}"#)
@@ -267,15 +273,18 @@ import Testing
         let whole = try Data(contentsOf: URL(fileURLWithPath: log))
         try whole.dropLast(5).write(to: URL(fileURLWithPath: log))
         // Recovery cuts the torn record, keeps its bytes aside, and appends after the cut.
-        let engine = ApplyEngine()
-        let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
-        try store.recover(into: engine)
-        let cutAt = try Data(contentsOf: URL(fileURLWithPath: log)).count
-        let aside = try Data(contentsOf: URL(fileURLWithPath: log + ".torn-\(cutAt)"))
-        #expect(aside == whole.dropLast(5).dropFirst(cutAt), "the cut bytes are kept aside")
-        let request = try RequestParser().parse(line: Array(#"append_sections c {"sections":[{"id":"s3"}]}"#.utf8))
-        _ = engine.process([.request(request, ResponseAddress(connection: 1, slot: 9))])
-        try store.append(engine.takeLogRecords())
+        do {
+            let engine = ApplyEngine()
+            let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+            try store.recover(into: engine)
+            let cutAt = try Data(contentsOf: URL(fileURLWithPath: log)).count
+            let aside = try Data(contentsOf: URL(fileURLWithPath: log + ".torn-\(cutAt)"))
+            #expect(aside == whole.dropLast(5).dropFirst(cutAt), "the cut bytes are kept aside")
+            let request = try RequestParser().parse(
+                line: Array(#"append_sections c {"sections":[{"id":"s3"}]}"#.utf8))
+            _ = engine.process([.request(request, ResponseAddress(connection: 1, slot: 9))])
+            try store.append(engine.takeLogRecords())
+        }
         #expect(try sectionIDs(recoveredFrom: path) == ["s0", "s1", "s3"])
     }
 
@@ -306,10 +315,12 @@ import Testing
         let path = directory()
         defer { try? FileManager.default.removeItem(atPath: path) }
         try writeSomeBatches(to: path)
-        let engine = ApplyEngine()
-        let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
-        try store.recover(into: engine)
-        try store.checkpoint(engine)
+        do {
+            let engine = ApplyEngine()
+            let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+            try store.recover(into: engine)
+            try store.checkpoint(engine)
+        }
         #expect(!FileManager.default.fileExists(atPath: path + "/wal-1.log"))
         #expect(try sectionIDs(recoveredFrom: path) == ["s0", "s1", "s2"])
     }

@@ -184,7 +184,7 @@ import Testing
         let original = try Self.scratch()
         let acknowledged = try Self.writeHistory(in: original, writes: Self.writes, checkpointAfter: 7)
         let files = try FileManager.default.contentsOfDirectory(atPath: original)
-        #expect(Set(files) == ["checkpoint.json", "wal-2.log"], "\(files)")
+        #expect(Set(files) == ["checkpoint.json", "wal-2.log", "lock"], "\(files)")
         let checkpoint = Array(try Data(contentsOf: URL(fileURLWithPath: original + "/checkpoint.json")))
         let log = Array(try Data(contentsOf: URL(fileURLWithPath: original + "/wal-2.log")))
         let copy = try Self.scratch()

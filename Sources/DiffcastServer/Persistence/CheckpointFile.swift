@@ -11,6 +11,11 @@ import DiffcastWire
 ///
 /// `wal` is the last log generation the checkpoint covers and `next_sequence` the sequence
 /// number the first record after it carries.
+///
+/// A collection's recent history (the versions a subscriber may resume from with one changeset)
+/// is kept as `history`: for each earlier version, oldest first, the changeset event that leads
+/// from the checkpoint's version back to it, with that version's digest. Changesets cost what
+/// changed, not what the collection holds; a reader of format 2 without history ignores them.
 enum CheckpointFile {
     static let format = 2
 
@@ -20,7 +25,14 @@ enum CheckpointFile {
         var epoch: String
         var version: UInt64
         var sections: [SectionOutline]
+        /// Earlier versions, oldest first, rebuilt from their changesets and checked.
+        var history: [(version: UInt64, snapshot: Snapshot)] = []
     }
+
+    /// What `encode` takes of each collection: its state, and its retained earlier versions.
+    typealias Source = (
+        name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: [(version: UInt64, snapshot: Snapshot)]
+    )
 
     struct Contents {
         var coveredGeneration: UInt64
@@ -28,10 +40,7 @@ enum CheckpointFile {
         var collections: [Entry]
     }
 
-    static func encode(
-        _ entries: [(name: String, epoch: String, version: UInt64, snapshot: Snapshot)], coveredGeneration: UInt64,
-        nextSequence: UInt64
-    ) -> [UInt8] {
+    static func encode(_ entries: [Source], coveredGeneration: UInt64, nextSequence: UInt64) -> [UInt8] {
         var output = JSONOutput(reservingCapacity: 1 << 16)
         output.appendRaw("{\"format\":")
         output.append(format)
@@ -44,6 +53,18 @@ enum CheckpointFile {
             output.appendRaw(index == 0 ? "{\"name\":" : ",{\"name\":")
             output.append(string: entry.name)
             WireEncoder.appendState(of: entry.snapshot, version: entry.version, epoch: entry.epoch, into: &output)
+            if !entry.history.isEmpty {
+                output.appendRaw(",\"history\":[")
+                for (index, past) in entry.history.enumerated() {
+                    if index > 0 { output.appendByte(UInt8(ascii: ",")) }
+                    let event = WireEncoder.changesetEvent(
+                        collection: entry.name, epoch: entry.epoch, from: entry.version, to: past.version,
+                        changeset: Differ.changeset(from: entry.snapshot, to: past.snapshot),
+                        digest: Digest(of: past.snapshot))
+                    output.appendRaw(bytes: event.dropLast())
+                }
+                output.appendByte(UInt8(ascii: "]"))
+            }
             output.appendByte(UInt8(ascii: "}"))
         }
         output.appendRaw("]}\n")
@@ -101,7 +122,23 @@ enum CheckpointFile {
             guard case .string(let digest) = raw["digest"], digest == Digest(of: sections).description else {
                 throw damaged("\(name): digest mismatch")
             }
-            collections.append(Entry(name: name, epoch: epoch, version: version, sections: sections))
+            var history: [(version: UInt64, snapshot: Snapshot)] = []
+            if case .array(let events) = raw["history"], !events.isEmpty {
+                guard let current = try? Document(restoring: sections).snapshot else {
+                    throw damaged("\(name): its sections do not make a collection")
+                }
+                for event in events {
+                    guard case .number(let pastText) = event["version"], let past = UInt64(pastText), past < version,
+                        history.last.map({ $0.version < past }) ?? true,
+                        case .string(let pastDigest) = event["digest"],
+                        let changeset = try? CollectionMirror.changeset(event),
+                        let snapshot = try? changeset.apply(to: current), Digest(of: snapshot).description == pastDigest
+                    else { throw damaged("\(name): an entry of its history does not rebuild its version") }
+                    history.append((past, snapshot))
+                }
+            }
+            collections.append(
+                Entry(name: name, epoch: epoch, version: version, sections: sections, history: history))
         }
         return Contents(coveredGeneration: covered, nextSequence: nextSequence, collections: collections)
     }

@@ -242,7 +242,8 @@ public final class StateStore {
     private static func load(_ state: DirectoryState, into engine: ApplyEngine) throws -> Int {
         for entry in state.checkpoint?.collections ?? [] {
             try engine.restore(
-                collection: entry.name, epoch: entry.epoch, version: entry.version, sections: entry.sections)
+                collection: entry.name, epoch: entry.epoch, version: entry.version, sections: entry.sections,
+                history: entry.history)
         }
         var count = 0
         for log in state.logs {
