@@ -229,7 +229,7 @@ public final class ApplyEngine {
     /// Restores a collection with its earlier versions (oldest first), for catch-ups.
     func restore(
         collection name: String, epoch: String, version: UInt64, sections: [SectionOutline],
-        history: [(version: UInt64, snapshot: Snapshot)]
+        history: VersionHistory
     ) throws {
         let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
         state.document = try Document(restoring: sections)
@@ -271,7 +271,7 @@ public final class ApplyEngine {
 
     /// Every existing collection's state, for a checkpoint.
     public func checkpointEntries() -> [(
-        name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: [(version: UInt64, snapshot: Snapshot)]
+        name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: VersionHistory
     )] {
         collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
             let earlier = state.history.filter { $0.version < state.version }

@@ -1,5 +1,8 @@
 import DiffcastCore
 
+/// Earlier versions of a collection, oldest first: what catch-up changesets are taken from.
+public typealias VersionHistory = [(version: UInt64, snapshot: Snapshot)]
+
 /// One collection as the apply queue holds it: the document, its version and epoch, and recent
 /// snapshots by version, from which a subscriber that fell behind gets one changeset.
 final class CollectionState {
@@ -10,7 +13,7 @@ final class CollectionState {
     /// False until a write succeeds or a subscriber names it: a rejected first write leaves no
     /// collection behind.
     var exists = false
-    private(set) var history: [(version: UInt64, snapshot: Snapshot)] = []
+    private(set) var history: VersionHistory = []
     /// The writes applied since the last published version, while the engine collects them.
     var openBatch: OpenBatch?
     private let historyLimits: HistoryLimits

@@ -26,13 +26,11 @@ enum CheckpointFile {
         var version: UInt64
         var sections: [SectionOutline]
         /// Earlier versions, oldest first, rebuilt from their changesets and checked.
-        var history: [(version: UInt64, snapshot: Snapshot)] = []
+        var history: VersionHistory = []
     }
 
     /// What `encode` takes of each collection: its state, and its retained earlier versions.
-    typealias Source = (
-        name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: [(version: UInt64, snapshot: Snapshot)]
-    )
+    typealias Source = (name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: VersionHistory)
 
     struct Contents {
         var coveredGeneration: UInt64
@@ -122,7 +120,7 @@ enum CheckpointFile {
             guard case .string(let digest) = raw["digest"], digest == Digest(of: sections).description else {
                 throw damaged("\(name): digest mismatch")
             }
-            var history: [(version: UInt64, snapshot: Snapshot)] = []
+            var history: VersionHistory = []
             if case .array(let events) = raw["history"], !events.isEmpty {
                 guard let current = try? Document(restoring: sections).snapshot else {
                     throw damaged("\(name): its sections do not make a collection")

@@ -1,6 +1,7 @@
 """A connection to diffcastd: requests (pipelined when wanted), events, and a follower."""
 
 import collections
+import errno
 import json
 import os
 import socket
@@ -22,8 +23,35 @@ class DiffcastError(Exception):
         self.response = response
 
 
+class CannotConnect(ConnectionError):
+    """No connection could be made: ``endpoint`` (a socket path or ``host:port``) and the likely
+    ``cause`` in words; ``errno`` is the system's error number when there is one."""
+
+    def __init__(self, endpoint, cause, code=None):
+        super().__init__(code, "cannot connect to %s: %s" % (endpoint, cause))
+        self.endpoint = endpoint
+        self.cause = cause
+
+    def __str__(self):
+        return self.strerror
+
+
+def _unix_connect_cause(error, path):
+    """Words for a failed connect(2) on a Unix socket, naming the usual fix."""
+    if error.errno == errno.ENOENT:
+        return "no socket at %s: is diffcastd running, and listening there? (set DIFFCAST_SOCKET to its --socket)" % path
+    if error.errno == errno.ECONNREFUSED:
+        return "nobody listens on %s: diffcastd is not running (a socket file left behind)" % path
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied on %s: join the socket's group (e.g. sudo usermod -aG diffcast $USER) or use sudo" % path
+    if error.errno == errno.ENOTSOCK:
+        return "%s is not a socket" % path
+    return error.strerror or str(error)
+
+
 def default_socket():
-    """``$DIFFCAST_SOCKET``, else the system service's socket when it exists, else /tmp's."""
+    """``$DIFFCAST_SOCKET``, else the system service's socket when it exists, else /tmp's
+    (the rule of the ``diffcast`` command)."""
     return os.environ.get("DIFFCAST_SOCKET") or (SYSTEM_SOCKET if os.path.exists(SYSTEM_SOCKET) else DEFAULT_SOCKET)
 
 
@@ -40,20 +68,45 @@ def _items(items):
 
 class Client:
     """One connection. Responses come back in request order; events that arrive meanwhile are
-    kept for ``events()``. Not thread-safe: use one client per thread."""
+    kept for ``events()``. Not thread-safe: use one client per thread.
+
+    Raises ``CannotConnect`` when the daemon cannot be reached."""
 
     def __init__(self, socket_path=None, tcp=None, token=None, timeout=None):
-        if tcp is not None:
-            self._socket = socket.create_connection(tcp, timeout=timeout)
-            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        else:
-            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._socket.settimeout(timeout)
-            self._socket.connect(socket_path or default_socket())
+        self.socket_path = None if tcp is not None else socket_path or default_socket()
+        self.tcp = tcp
+        self._token = token
+        self._timeout = timeout
+        self._socket = None
+        self.reconnect()
+
+    def reconnect(self):
+        """Closes the connection and opens a new one to the same daemon (authenticating again).
+        Subscriptions and events not yet read are not carried over."""
+        if self._socket is not None:
+            self._socket.close()
         self._buffer = b""
         self._events = collections.deque()
-        if token is not None:
-            self.request("auth", token=token)
+        self._socket = self._connect()
+        if self._token is not None:
+            self.request("auth", token=self._token)
+
+    def _connect(self):
+        if self.tcp is not None:
+            try:
+                connection = socket.create_connection(self.tcp, timeout=self._timeout)
+            except OSError as error:
+                raise CannotConnect("%s:%s" % self.tcp, error.strerror or str(error), error.errno) from error
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return connection
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(self._timeout)
+        try:
+            connection.connect(self.socket_path)
+        except OSError as error:
+            connection.close()
+            raise CannotConnect(self.socket_path, _unix_connect_cause(error, self.socket_path), error.errno) from error
+        return connection
 
     def __enter__(self):
         return self
@@ -71,7 +124,7 @@ class Client:
         self._socket.sendall(payload)
 
     def _read_line(self, timeout=None):
-        """The next line's text (an event starts with ``{"event"``, as the daemon writes it)."""
+        """The next line's bytes (an event starts with ``{"event"``, as the daemon writes it)."""
         while b"\n" not in self._buffer:
             if timeout is not None:
                 self._socket.settimeout(timeout)
@@ -80,12 +133,12 @@ class Client:
                 raise ConnectionError("the daemon closed the connection")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode("utf-8", "surrogatepass")
+        return line
 
     def _response(self):
         while True:
             line = self._read_line()
-            if line.startswith('{"event"'):
+            if line.startswith(b'{"event"'):
                 self._events.append(line)
             else:
                 return json.loads(line)
@@ -195,8 +248,8 @@ class Client:
             except socket.timeout:
                 return
             finally:
-                self._socket.settimeout(None)
-            if line.startswith('{"event"'):
+                self._socket.settimeout(self._timeout)
+            if line.startswith(b'{"event"'):
                 yield line
 
     def events(self, timeout=None):
@@ -204,32 +257,65 @@ class Client:
         for line in self._event_lines(timeout):
             yield json.loads(line)
 
-    def follow(self, collection, mirror=None, timeout=None):
+    def follow(self, collection, mirror=None, timeout=None, reconnect_for=10.0):
         """Subscribes (from ``mirror``'s version when given one) and yields ``(event, mirror)``
-        for every event, the mirror verified against its digest. After a divergence it
-        subscribes again without ``since`` and skips the collection's events until the snapshot.
-        Stops after ``timeout`` seconds without an event."""
+        for every event, the mirror verified against its digest.
+
+        After a divergence (an event that does not fit, or a line that is not JSON) it subscribes
+        again without ``since`` and skips the collection's events until the snapshot. When the
+        connection is lost it reconnects (waiting 50 ms, doubling to 1 s) and subscribes from
+        the version it holds, so the daemon sends one changeset, or a snapshot when its history
+        does not reach back. Stops after ``timeout`` seconds without an event; raises
+        ``CannotConnect`` after ``reconnect_for`` seconds of failed attempts (None: never).
+        """
         mirror = mirror if mirror is not None else Mirror()
-        if mirror.version is not None:
-            self.subscribe(collection, since=mirror.version, epoch=mirror.epoch)
-        else:
-            self.subscribe(collection)
         resynchronizing = False
-        for line in self._event_lines(timeout):
-            event = parse_preserving(line)
-            if event.get("collection") != collection:
-                continue
-            if resynchronizing and event.get("event") != "snapshot":
-                continue
-            resynchronizing = False
+        while True:
             try:
-                mirror.feed(event)
-            except Divergence as divergence:
-                mirror.divergences.append(str(divergence))
-                resynchronizing = True
-                self.subscribe(collection)
-                continue
-            yield json.loads(line), mirror
+                if mirror.version is not None and not resynchronizing:
+                    self.subscribe(collection, since=mirror.version, epoch=mirror.epoch)
+                else:
+                    self.subscribe(collection)
+                for line in self._event_lines(timeout):
+                    try:
+                        event = _parse_event(line)
+                        if event.get("collection") != collection:
+                            continue
+                        if resynchronizing and event.get("event") != "snapshot":
+                            continue
+                        resynchronizing = False
+                        mirror.feed(event)
+                    except Divergence as divergence:
+                        mirror.divergences.append(str(divergence))
+                        resynchronizing = True
+                        self.subscribe(collection)
+                        continue
+                    yield json.loads(line), mirror
+                return
+            except OSError:
+                self._reconnect_patiently(reconnect_for)
+
+    def _reconnect_patiently(self, seconds):
+        """Reconnects, waiting 50 ms doubling to 1 s between attempts; after ``seconds``
+        (None: never) raises the last attempt's error."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        delay = 0.05
+        while True:
+            try:
+                return self.reconnect()
+            except OSError:
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _parse_event(line):
+    """An event line as a dict, numbers kept as text; ``Divergence`` when it is not JSON."""
+    try:
+        return parse_preserving(line)
+    except (ValueError, RecursionError) as error:
+        raise Divergence("an event line that is not JSON: %s" % error) from None
 
 
 def connect_with_retry(socket_path=None, attempts=50, delay=0.1, **options):
@@ -237,7 +323,7 @@ def connect_with_retry(socket_path=None, attempts=50, delay=0.1, **options):
     for attempt in range(attempts):
         try:
             return Client(socket_path, **options)
-        except (FileNotFoundError, ConnectionRefusedError):
-            if attempt == attempts - 1:
+        except CannotConnect as error:
+            if attempt == attempts - 1 or error.errno not in (errno.ENOENT, errno.ECONNREFUSED):
                 raise
             time.sleep(delay)

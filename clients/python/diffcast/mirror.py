@@ -2,15 +2,20 @@
 
 Data is kept as the canonical JSON text the daemon sent (numbers keep their text: ``1.0``
 stays ``1.0``), because the digest is computed over that text; ``Item.data`` parses it.
+Events come from the network: whatever shape one has, it either applies whole or raises
+``Divergence`` and leaves the mirror as it was.
 """
 
 import json
+import re
+import reprlib
 
 _P = (1 << 61) - 1
 _B = 1099511628211
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MASK = (1 << 64) - 1
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 class Divergence(Exception):
@@ -43,7 +48,7 @@ def canonical(value):
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (int, float)):
-        return json.dumps(value)
+        return json.dumps(value, allow_nan=False)
     if isinstance(value, list):
         return "[" + ",".join(canonical(element) for element in value) + "]"
     if isinstance(value, dict):
@@ -51,19 +56,43 @@ def canonical(value):
     raise TypeError("not a JSON value: %r" % (value,))
 
 
+def _describe(value):
+    """A short rendering of a wire value for a message, whatever its size or depth."""
+    try:
+        return reprlib.repr(value)
+    except ValueError:  # an integer too long to print
+        return "<%s>" % type(value).__name__
+
+
+def _integer(value):
+    """A JSON integer of at most 20 digits (RawNumber text) or a Python int, else None."""
+    if isinstance(value, RawNumber):
+        return int(value) if len(value) <= 21 and _INTEGER.fullmatch(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
 def identifier(value):
     """An identifier's text: strings as they are, integers by their decimal text (``-0`` is ``0``)."""
-    if isinstance(value, RawNumber) or (isinstance(value, int) and not isinstance(value, bool)):
-        text = str(value)
-        return "0" if text == "-0" else text
-    if isinstance(value, str):
+    if isinstance(value, RawNumber):
+        if _INTEGER.fullmatch(value):
+            return "0" if value == "-0" else str(value)
+    elif isinstance(value, str):
         return value
-    raise Divergence("bad identifier %r" % (value,))
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 3402:
+        return str(value)  # at most 1024 digits, as an identifier is at most 1024 bytes
+    raise Divergence("bad identifier %s" % _describe(value))
 
 
 def data_text(value):
     """The canonical text of a data value, None for absent or null."""
-    return None if value is None else canonical(value)
+    if value is None:
+        return None
+    try:
+        return canonical(value)
+    except (TypeError, ValueError, RecursionError):
+        raise Divergence("bad data %s" % _describe(value)) from None
 
 
 def token_hash(tag, ident, data):
@@ -135,7 +164,8 @@ class Section:
 class Mirror:
     """One collection, kept by applying events (``feed``) and checking every digest.
 
-    Only touched sections are re-hashed, so a changeset costs about the sections it touches.
+    Only touched sections are re-hashed, and the identifiers held are kept in sets updated by
+    what a changeset lists, so a changeset costs about the sections it touches.
     """
 
     def __init__(self):
@@ -144,6 +174,8 @@ class Mirror:
         self.epoch = None
         #: Why events did not fit, oldest first (a follower resubscribes after each).
         self.divergences = []
+        self._section_ids = set()
+        self._item_ids = set()
 
     def digest(self):
         return hex_digest(digest_of(section.part() for section in self.sections))
@@ -155,112 +187,271 @@ class Mirror:
     def feed(self, event):
         """Applies one event (a dict parsed with ``parse_preserving``); returns its kind.
 
-        Raises ``Divergence`` when the event does not fit; the mirror is then unchanged.
+        Raises ``Divergence`` when the event does not fit, whatever is wrong with it; the
+        mirror is then unchanged.
         """
-        kind = event.get("event")
+        kind = event.get("event") if isinstance(event, dict) else None
         if kind == "dropped":
             self.sections, self.version, self.epoch = [], None, None
+            self._section_ids, self._item_ids = set(), set()
             return kind
         if kind == "snapshot":
-            sections = [_section_from_wire(raw) for raw in event.get("sections", [])]
+            version = _version(event, "version")
             epoch = event.get("epoch")
+            if not isinstance(epoch, str) or isinstance(epoch, RawNumber):
+                raise Divergence("bad epoch %s" % _describe(epoch))
+            sections, section_ids, item_ids = _snapshot_sections(event)
         elif kind == "changeset":
             if self.version is None:
                 raise Divergence("a changeset before any snapshot")
-            if int(event["from"]) != self.version:
-                raise Divergence("chain broken: changeset from %s but the mirror holds %s" % (event["from"], self.version))
-            try:
-                sections = _apply(self.sections, event)
-            except (IndexError, KeyError, TypeError, ValueError) as error:
-                raise Divergence("changeset %s->%s does not apply: %r" % (event["from"], event["version"], error))
+            start, version = _version(event, "from"), _version(event, "version")
+            if start != self.version:
+                raise Divergence("chain broken: changeset from %d but the mirror holds %d" % (start, self.version))
+            if version < start:
+                raise Divergence("changeset from %d back to %d" % (start, version))
+            if event.get("epoch", self.epoch) != self.epoch:
+                raise Divergence("changeset of epoch %s but the mirror holds epoch %s" % (_describe(event.get("epoch")), self.epoch))
             epoch = self.epoch
+            change = _Change(self.sections, self._section_ids, self._item_ids)
+            try:
+                change.apply(event)
+            except Divergence as divergence:
+                raise Divergence("changeset %d->%d does not apply: %s" % (start, version, divergence)) from None
+            sections = change.sections
         else:
-            raise Divergence("not an event: %r" % (event,))
+            raise Divergence("not an event: %s" % _describe(event))
         computed = hex_digest(digest_of(section.part() for section in sections))
         if event.get("digest") != computed:
-            raise Divergence("digest %s but the mirror computes %s" % (event.get("digest"), computed))
-        self.sections, self.version, self.epoch = sections, int(event["version"]), epoch
+            raise Divergence("digest %s but the mirror computes %s" % (_describe(event.get("digest")), computed))
+        if kind == "snapshot":
+            self._section_ids, self._item_ids = section_ids, item_ids
+        else:
+            change.commit_identifiers()
+        self.sections, self.version, self.epoch = sections, version, epoch
         return kind
 
 
-def _section_from_wire(raw):
-    items = []
-    for entry in raw.get("items", []):
-        if isinstance(entry, dict):
-            items.append(Item(identifier(entry["id"]), data_text(entry.get("data"))))
-        else:
-            items.append(Item(identifier(entry)))
-    return Section(identifier(raw["id"]), data_text(raw.get("data")), items)
+def _version(event, key):
+    """An unsigned 64-bit version from the event's ``key``."""
+    number = _integer(event.get(key))
+    if number is None or not 0 <= number <= _MASK:
+        raise Divergence("bad %s %s" % (key, _describe(event.get(key))))
+    return number
 
 
-def _apply(old_sections, event):
-    """The protocol's five steps, on copies of the touched sections only."""
-    sections = list(old_sections)
-    fresh = set()  # the sections this changeset created or copied (by identity): safe to edit
+def _entry_list(holder, key, where):
+    """``holder[key]`` as a list (empty when absent)."""
+    value = holder.get(key, [])
+    if not isinstance(value, list):
+        raise Divergence("%s.%s is not a list: %s" % (where, key, _describe(value)))
+    return value
 
-    def editable(index):
-        if id(sections[index]) not in fresh:
-            old = sections[index]
-            sections[index] = Section(old.id, old.data_text, list(old.items))
-            fresh.add(id(sections[index]))
-        sections[index].touch()
-        return sections[index]
 
-    section_changes = event.get("sections", {})
-    item_changes = event.get("items", {})
-    # 1. Items out at old coordinates (deleted, and moved ones kept by identifier).
-    removals = {}
-    for entry in item_changes.get("deleted", []):
-        removals.setdefault(int(entry["at"][0]), []).append((int(entry["at"][1]), identifier(entry["id"]), False))
-    for entry in item_changes.get("moved", []):
-        removals.setdefault(int(entry["from"][0]), []).append((int(entry["from"][1]), identifier(entry["id"]), True))
-    moved_items = {}
-    for section_index, entries in removals.items():
-        section = editable(section_index)
-        for index, ident, keep in sorted(entries, reverse=True):
-            item = section.items[index]
-            if item.id != ident:
-                raise ValueError("item %r is not at [%d,%d]" % (ident, section_index, index))
-            del section.items[index]
-            if keep:
-                moved_items[ident] = item
-    # 2. Sections out at old indices (moved ones kept with their items).
-    outs = [(int(e["index"]), identifier(e["id"]), False) for e in section_changes.get("deleted", [])]
-    outs += [(int(e["from"]), identifier(e["id"]), True) for e in section_changes.get("moved", [])]
-    moved_sections = {}
-    for index, ident, keep in sorted(outs, reverse=True):
-        section = sections[index]
-        if section.id != ident:
-            raise ValueError("section %r is not at %d" % (ident, index))
-        del sections[index]
-        if keep:
-            moved_sections[ident] = section
-    # 3. Sections in at new indices, ascending.
-    ins = [(int(e["index"]), Section(identifier(e["id"]), data_text(e.get("data")))) for e in section_changes.get("inserted", [])]
-    fresh.update(id(section) for _, section in ins)
-    ins += [(int(e["to"]), moved_sections.pop(identifier(e["id"]))) for e in section_changes.get("moved", [])]
-    for index, section in sorted(ins, key=lambda pair: pair[0]):
-        if index > len(sections):
-            raise ValueError("section index %d past the end" % index)
-        sections.insert(index, section)
-    # 4. Items in at new coordinates, ascending.
-    places = [(tuple(map(int, e["at"])), Item(identifier(e["id"]), data_text(e.get("data")))) for e in item_changes.get("inserted", [])]
-    places += [(tuple(map(int, e["to"])), moved_items.pop(identifier(e["id"]))) for e in item_changes.get("moved", [])]
-    for (section_index, index), item in sorted(places, key=lambda pair: pair[0]):
-        section = editable(section_index)
-        if index > len(section.items):
-            raise ValueError("item index [%d,%d] past the end" % (section_index, index))
-        section.items.insert(index, item)
-    # 5. Data from updates, at new coordinates.
-    for entry in section_changes.get("updated", []):
-        section = editable(int(entry["index"]))
-        if section.id != identifier(entry["id"]):
-            raise ValueError("section %r is not at %s" % (entry["id"], entry["index"]))
-        section.data_text = data_text(entry.get("data"))
-    for entry in item_changes.get("updated", []):
-        section_index, index = map(int, entry["at"])
-        section = editable(section_index)
-        if section.items[index].id != identifier(entry["id"]):
-            raise ValueError("item %r is not at %s" % (entry["id"], entry["at"]))
-        section.items[index] = Item(section.items[index].id, data_text(entry.get("data")))
-    return sections
+def _field(entry, key, where):
+    """``entry[key]`` of an object listed in ``where``."""
+    if not isinstance(entry, dict):
+        raise Divergence("an entry of %s is not an object: %s" % (where, _describe(entry)))
+    if key not in entry:
+        raise Divergence("an entry of %s has no %r: %s" % (where, key, _describe(entry)))
+    return entry[key]
+
+
+def _index(entry, key, where):
+    """A non-negative index from ``entry[key]``."""
+    number = _integer(_field(entry, key, where))
+    if number is None or number < 0:
+        raise Divergence("bad %s.%s %s" % (where, key, _describe(entry[key])))
+    return number
+
+
+def _path(entry, key, where):
+    """A (section, item) pair of non-negative indices from ``entry[key]``."""
+    value = _field(entry, key, where)
+    if not isinstance(value, list) or len(value) != 2:
+        raise Divergence("bad %s.%s %s" % (where, key, _describe(value)))
+    pair = tuple(_integer(number) for number in value)
+    if None in pair or min(pair) < 0:
+        raise Divergence("bad %s.%s %s" % (where, key, _describe(value)))
+    return pair
+
+
+def _snapshot_sections(event):
+    """A snapshot's sections, and the sets of its section and item identifiers (each unique)."""
+    if not isinstance(event.get("sections"), list):
+        raise Divergence("snapshot without a list of sections: %s" % _describe(event.get("sections")))
+    sections, section_ids, item_ids = [], set(), set()
+    for raw in event["sections"]:
+        ident = identifier(_field(raw, "id", "sections"))
+        if ident in section_ids:
+            raise Divergence("section %r is listed twice" % ident)
+        section_ids.add(ident)
+        items = []
+        for entry in _entry_list(raw, "items", "section %r" % ident):
+            if isinstance(entry, dict):
+                item = Item(identifier(_field(entry, "id", "items")), data_text(entry.get("data")))
+            else:
+                item = Item(identifier(entry))
+            if item.id in item_ids:
+                raise Divergence("item %r is listed twice" % item.id)
+            item_ids.add(item.id)
+            items.append(item)
+        sections.append(Section(ident, data_text(raw.get("data")), items))
+    return sections, section_ids, item_ids
+
+
+def _check_distinct(positions):
+    """Two arrivals at one new position do not fit."""
+    seen = set()
+    for position in positions:
+        if position in seen:
+            raise Divergence("two arrive at %s" % (position,))
+        seen.add(position)
+
+
+class _Change:
+    """One changeset applied with the protocol's five steps to copies of the touched sections.
+
+    The old sections and identifier sets are only read; ``commit_identifiers`` updates the sets
+    once the result is accepted.
+    """
+
+    def __init__(self, sections, section_ids, item_ids):
+        self.sections = list(sections)
+        self._fresh = set()  # the sections this change created or copied: safe to edit
+        self._section_ids, self._item_ids = section_ids, item_ids
+        self._sections_gone, self._sections_added = set(), set()
+        self._items_gone, self._items_added = set(), set()
+
+    def commit_identifiers(self):
+        self._section_ids -= self._sections_gone
+        self._section_ids |= self._sections_added
+        self._item_ids -= self._items_gone
+        self._item_ids |= self._items_added
+
+    def _editable(self, index):
+        section = self.sections[index]
+        if section not in self._fresh:
+            section = self.sections[index] = Section(section.id, section.data_text, list(section.items))
+            self._fresh.add(section)
+        section.touch()
+        return section
+
+    def _section_at(self, index, ident, where):
+        if index >= len(self.sections) or self.sections[index].id != ident:
+            raise Divergence("%s %d does not hold section %r" % (where, index, ident))
+        return self.sections[index]
+
+    def _item_at(self, path, ident, where):
+        section_index, index = path
+        if section_index >= len(self.sections) or index >= len(self.sections[section_index].items):
+            raise Divergence("%s [%d,%d] is out of range" % (where, section_index, index))
+        item = self.sections[section_index].items[index]
+        if item.id != ident:
+            raise Divergence("%s [%d,%d] holds %r, not %r" % (where, section_index, index, item.id, ident))
+        return item
+
+    def apply(self, event):
+        section_changes = event.get("sections", {})
+        item_changes = event.get("items", {})
+        for name, changes in (("sections", section_changes), ("items", item_changes)):
+            if not isinstance(changes, dict):
+                raise Divergence("%s is not an object: %s" % (name, _describe(changes)))
+        item_moves = [(_path(e, "from", "items.moved"), _path(e, "to", "items.moved"), identifier(_field(e, "id", "items.moved")))
+                      for e in _entry_list(item_changes, "moved", "items")]
+        section_moves = [(_index(e, "from", "sections.moved"), _index(e, "to", "sections.moved"), identifier(_field(e, "id", "sections.moved")))
+                         for e in _entry_list(section_changes, "moved", "sections")]
+        moved_items = self._take_out_items(item_changes, item_moves)
+        moved_sections = self._take_out_sections(section_changes, section_moves)
+        self._put_in_sections(section_changes, section_moves, moved_sections)
+        self._put_in_items(item_changes, item_moves, moved_items)
+        self._set_data_and_check_marks(section_changes, item_changes)
+
+    def _take_out_items(self, item_changes, item_moves):
+        """Step 1: items out at old coordinates; returns the moved ones by identifier."""
+        deletions = _entry_list(item_changes, "deleted", "items")
+        removals = {}
+        for entry in deletions:
+            path, ident = _path(entry, "at", "items.deleted"), identifier(_field(entry, "id", "items.deleted"))
+            self._item_at(path, ident, "items.deleted")
+            removals.setdefault(path[0], set()).add(path[1])
+            self._items_gone.add(ident)
+        moved = {}
+        for origin, _, ident in item_moves:
+            moved[ident] = self._item_at(origin, ident, "items.moved from")
+            removals.setdefault(origin[0], set()).add(origin[1])
+        if sum(map(len, removals.values())) != len(deletions) + len(item_moves):
+            raise Divergence("an item is taken out twice")
+        for section_index, positions in removals.items():
+            section = self._editable(section_index)
+            for index in sorted(positions, reverse=True):
+                del section.items[index]
+        return moved
+
+    def _take_out_sections(self, section_changes, section_moves):
+        """Step 2: sections out at old indices; returns the moved ones (with their remaining items)."""
+        deletions = _entry_list(section_changes, "deleted", "sections")
+        removals = set()
+        for entry in deletions:
+            index, ident = _index(entry, "index", "sections.deleted"), identifier(_field(entry, "id", "sections.deleted"))
+            section = self._section_at(index, ident, "sections.deleted")
+            removals.add(index)
+            self._sections_gone.add(ident)
+            self._items_gone.update(item.id for item in section.items)
+        moved = {}
+        for origin, _, ident in section_moves:
+            moved[ident] = self._section_at(origin, ident, "sections.moved from")
+            removals.add(origin)
+        if len(removals) != len(deletions) + len(section_moves):
+            raise Divergence("a section is taken out twice")
+        for index in sorted(removals, reverse=True):
+            del self.sections[index]
+        return moved
+
+    def _put_in_sections(self, section_changes, section_moves, moved):
+        """Step 3: inserted (empty) and moved sections in at new indices, ascending."""
+        arrivals = []
+        for entry in _entry_list(section_changes, "inserted", "sections"):
+            index, ident = _index(entry, "index", "sections.inserted"), identifier(_field(entry, "id", "sections.inserted"))
+            if ident in self._sections_added or (ident in self._section_ids and ident not in self._sections_gone):
+                raise Divergence("section %r is inserted but already there" % ident)
+            self._sections_added.add(ident)
+            section = Section(ident, data_text(entry.get("data")))
+            self._fresh.add(section)
+            arrivals.append((index, section))
+        arrivals += [(target, moved[ident]) for _, target, ident in section_moves]
+        _check_distinct(index for index, _ in arrivals)
+        for index, section in sorted(arrivals, key=lambda arrival: arrival[0]):
+            if index > len(self.sections):
+                raise Divergence("section %r cannot arrive at %d, past the end" % (section.id, index))
+            self.sections.insert(index, section)
+
+    def _put_in_items(self, item_changes, item_moves, moved):
+        """Step 4: inserted and moved items in at new coordinates, ascending."""
+        arrivals = []
+        for entry in _entry_list(item_changes, "inserted", "items"):
+            path, ident = _path(entry, "at", "items.inserted"), identifier(_field(entry, "id", "items.inserted"))
+            if ident in self._items_added or (ident in self._item_ids and ident not in self._items_gone):
+                raise Divergence("item %r is inserted but already there" % ident)
+            self._items_added.add(ident)
+            arrivals.append((path, Item(ident, data_text(entry.get("data")))))
+        arrivals += [(target, moved[ident]) for _, target, ident in item_moves]
+        _check_distinct(path for path, _ in arrivals)
+        for (section_index, index), item in sorted(arrivals, key=lambda arrival: arrival[0]):
+            if section_index >= len(self.sections) or index > len(self.sections[section_index].items):
+                raise Divergence("item %r cannot arrive at [%d,%d], past the end" % (item.id, section_index, index))
+            self._editable(section_index).items.insert(index, item)
+
+    def _set_data_and_check_marks(self, section_changes, item_changes):
+        """Step 5: data from ``updated``; ``reloaded`` must name what is there."""
+        for entry in _entry_list(section_changes, "updated", "sections"):
+            index, ident = _index(entry, "index", "sections.updated"), identifier(_field(entry, "id", "sections.updated"))
+            self._section_at(index, ident, "sections.updated")
+            self._editable(index).data_text = data_text(entry.get("data"))
+        for entry in _entry_list(item_changes, "updated", "items"):
+            path, ident = _path(entry, "at", "items.updated"), identifier(_field(entry, "id", "items.updated"))
+            self._item_at(path, ident, "items.updated")
+            self._editable(path[0]).items[path[1]] = Item(ident, data_text(entry.get("data")))
+        for entry in _entry_list(section_changes, "reloaded", "sections"):
+            self._section_at(_index(entry, "index", "sections.reloaded"), identifier(_field(entry, "id", "sections.reloaded")), "sections.reloaded")
+        for entry in _entry_list(item_changes, "reloaded", "items"):
+            self._item_at(_path(entry, "at", "items.reloaded"), identifier(_field(entry, "id", "items.reloaded")), "items.reloaded")
