@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct ItemListTests {
     /// Random inserts (large enough to split chunks, and appends), removals and data changes, checked after
-    /// every step against a plain array: contents, random access, and every item's chunk.
+    /// every step against a plain array: contents, random access, every item's chunk, and the digest.
     @Test func itBehavesLikeAnArrayAcrossSplitsAndRemovals() {
         var rng = SplitMix64(seed: 5)
         var reference = (0..<2000).map { Item(id: "i\($0)") }
@@ -48,6 +48,10 @@ import Testing
                 #expect(list.position(of: id, inChunk: chunkOf[id] ?? 0) == position, "step \(step): \(id)")
             }
             #expect(list.chunks.allSatisfy { !$0.items.isEmpty && $0.items.count <= ItemList.chunkCapacity })
+            // The digest depends on the items alone, not on how the list came to hold them: kept
+            // prefix digests must follow every change (refreshed now and then, as publishing does).
+            #expect(list.digest == ItemList(reference).digest, "step \(step)")
+            if step % 3 == 0 { list.refreshDigests() }
         }
         #expect(list.chunks.count > 5)
     }

@@ -60,6 +60,71 @@ import Testing
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
 
+    /// One request line per op, and the list that governs it (nil: open to every peer).
+    static let everyOp: [(line: String, list: String?)] = [
+        ("ping", nil), ("unsubscribe x", nil),
+        ("get x", "subscribers"), ("subscribe x", "subscribers"), ("list", "subscribers"), ("stats", "subscribers"),
+        (#"apply x {"sections":[{"id":"s","items":["a"]}]}"#, "publishers"),
+        (#"append_sections x {"sections":[{"id":"t"}]}"#, "publishers"),
+        (#"insert_sections x {"sections":[{"id":"u"}],"before":"s"}"#, "publishers"),
+        (#"delete_sections x {"sections":["u"]}"#, "publishers"),
+        (#"move_section x {"section":"t","before":"s"}"#, "publishers"),
+        (#"reload_sections x {"sections":["s"]}"#, "publishers"),
+        (#"update_sections x {"sections":[{"id":"s","data":1}]}"#, "publishers"),
+        (#"append_items x {"items":["b"]}"#, "publishers"),
+        (#"insert_items x {"items":["c"],"before":"a"}"#, "publishers"),
+        (#"delete_items x {"items":["c"]}"#, "publishers"),
+        (#"move_item x {"item":"b","before":"a"}"#, "publishers"),
+        (#"reload_items x {"items":["a"]}"#, "publishers"),
+        (#"reconfigure_items x {"items":["a"]}"#, "publishers"),
+        (#"update_items x {"items":[{"id":"a","data":2}]}"#, "publishers"),
+        (#"batch x {"ops":[{"op":"append_items","items":["d"]}]}"#, "publishers"),
+        ("delete_all x", "publishers"), ("drop x", "publishers"),
+    ]
+
+    /// Every op, sent by a peer that a list leaves out (uid 65534), is refused exactly when its
+    /// list is restricted — for each list alone and both together — and a refused op changes
+    /// nothing.
+    @Test(
+        .enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")),
+        arguments: [["publishers"], ["subscribers"], ["publishers", "subscribers"]])
+    func everyOpIsRefusedExactlyByItsList(restricted: [String]) throws {
+        let daemon = try Daemon(arguments: restricted.flatMap { ["--\($0)", "uid:4242"] })
+        chmod(daemon.socketPath, 0o666)
+        chmod(daemon.directory.path, 0o755)
+        #expect(try Client(path: daemon.socketPath).request(#"apply x {"sections":[{"id":"s","items":["a"]}]}"#).isOK)
+        let before = try Client(path: daemon.socketPath).request("get x")
+        let netcat = Process()
+        netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", "-N", daemon.socketPath]
+        let input = Pipe()
+        let output = Pipe()
+        netcat.standardInput = input
+        netcat.standardOutput = output
+        try netcat.run()
+        input.fileHandleForWriting.write(Data(Self.everyOp.map { $0.line + "\n" }.joined().utf8))
+        try input.fileHandleForWriting.close()
+        let reader = LineReader(output.fileHandleForReading)
+        var responses: [JSONValue] = []
+        while responses.count < Self.everyOp.count {
+            let line = try reader.next()
+            if line["ok"] != nil { responses.append(line) }
+        }
+        netcat.waitUntilExit()
+        for ((line, list), response) in zip(Self.everyOp, responses) {
+            let refused = response["error"]?["code"] == .string("unauthorized")
+            let shouldBe = list.map { restricted.contains($0) } ?? false
+            #expect(refused == shouldBe, "\(restricted): \(line) -> \(response.canonicalText)")
+            if refused {
+                #expect(response["error"]?["message"]?.string?.contains("uid 65534") == true, "\(line)")
+            }
+        }
+        if restricted.contains("publishers") {
+            let after = try Client(path: daemon.socketPath).request("get x")
+            #expect(after["version"] == before["version"] && after["digest"] == before["digest"])
+        }
+    }
+
     /// A TCP connection to 127.0.0.1:port with a request helper.
     private final class TCPClient {
         let stream: FileHandle
@@ -80,15 +145,12 @@ import Testing
         let (daemon, port) = try tokenProtectedDaemon()
         let client = try TCPClient(port: port)
         #expect(try client.request("ping").isOK)
-        for line in [
-            #"append_sections t {"sections":[{"id":"s"}]}"#, "get t", "subscribe t", "list", "stats", "drop t",
-            "unsubscribe t",
-        ] {
+        for (line, _) in Self.everyOp where line != "ping" {
             #expect(try client.request(line)["error"]?["code"] == .string("unauthorized"), "\(line)")
         }
         #expect(try client.request(#"{"op":"auth","token":"wrong"}"#)["error"]?["code"] == .string("unauthorized"))
         #expect(try client.request(#"{"op":"auth","token":"s3cret"}"#).isOK)
-        // The refused subscribe created nothing.
+        // The refused requests created nothing.
         #expect(try client.request("list")["collections"] == .array([]))
         #expect(try client.request(#"append_sections t {"sections":[{"id":"s"}]}"#)["version"]?.int == 1)
         _ = daemon
