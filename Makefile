@@ -16,10 +16,13 @@ APT_PACKAGES := libuv1-dev libnats-dev pkg-config netcat-openbsd systemd
 BACKBONE_PACKAGES := nats-server curl
 BENCH_PACKAGES := redis-server
 DIST_PACKAGES := help2man binutils dpkg
+# What the installed binaries load at run time (ldd .build/release/diffcastd): libuv, and libnats
+# with what it pulls in (libssl3, libprotobuf-c1), even when no backbone is configured.
+RUNTIME_PACKAGES := libuv1 libnats3.4
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps backbone-deps build release stamp run test test-clients test-backbone conformance soak bench \
+.PHONY: deps bench-deps backbone-deps runtime-deps build release stamp run test test-clients test-backbone conformance soak bench \
 	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
@@ -40,6 +43,9 @@ bench-deps: deps
 
 backbone-deps: deps
 	$(call apt_install,$(BACKBONE_PACKAGES))
+
+runtime-deps:
+	$(call apt_install,$(RUNTIME_PACKAGES))
 
 build: deps
 	$(SWIFT) build
@@ -121,7 +127,11 @@ dist: release
 	$(DIST)/diffcast --generate-completion-script zsh > $(DIST)/completions/_diffcast
 	$(DIST)/diffcast --generate-completion-script fish > $(DIST)/completions/diffcast.fish
 
+# Into the running system, the runtime libraries are installed too; into a DESTDIR root, they
+# are named (that root's own package manager must bring them).
 install: dist
+	@if [ -z "$(DESTDIR)" ]; then $(MAKE) --no-print-directory runtime-deps; \
+	else echo "install: $(DESTDIR) also needs the packages $(RUNTIME_PACKAGES) (and what they depend on)"; fi
 	install -D -m 0755 $(DIST)/diffcastd $(DESTDIR)$(PREFIX)/bin/diffcastd
 	install -D -m 0644 $(DIST)/diffcastd.8 $(DESTDIR)$(PREFIX)/share/man/man8/diffcastd.8
 	install -D -m 0755 $(DIST)/diffcast $(DESTDIR)$(PREFIX)/bin/diffcast
@@ -135,7 +145,7 @@ install: dist
 	install -m 0644 systemd/diffcast.sysusers $(DESTDIR)$(SYSUSERSDIR)/diffcast.conf
 	install -d $(DESTDIR)/etc/diffcast
 	[ -e $(DESTDIR)/etc/diffcast/diffcastd.yaml ] || install -m 0644 config/diffcastd.yaml $(DESTDIR)/etc/diffcast/diffcastd.yaml
-	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/diffcast/README.md
+	install -m 0644 README.md docs/protocol.md $(DESTDIR)$(PREFIX)/share/doc/diffcast/
 
 # A Debian package: diffcast_<version>_amd64.deb in .build/dist (see packaging/).
 deb: dist

@@ -17,7 +17,7 @@ struct Diffcastd: ParsableCommand {
         abstract: "Holds named collections of sections and items and publishes minimal changesets to subscribers.",
         discussion: """
             Clients connect to the Unix socket (nc -U) and send one request per line; see
-            /usr/share/doc/diffcast/README.md and the protocol in docs/protocol.md.
+            /usr/share/doc/diffcast/README.md and the protocol in /usr/share/doc/diffcast/protocol.md.
             """,
         version: "diffcastd \(version) (commit \(String(cString: diffcast_build_commit())))")
 
