@@ -51,10 +51,12 @@ build: deps
 	$(SWIFT) build
 
 # The commit goes into the binary through Sources/CBuildInfo/commit.h (rewritten only when it
-# changes, so only that C file recompiles).
+# changes, so only that C file recompiles). build_info.c is touched too: a build that compiled it
+# before commit.h existed recorded no dependency on it, and printed "commit unknown".
 stamp:
 	@line='#define DIFFCAST_COMMIT "$(COMMIT)"'; \
-	[ "$$(cat Sources/CBuildInfo/commit.h 2>/dev/null)" = "$$line" ] || echo "$$line" > Sources/CBuildInfo/commit.h
+	[ "$$(cat Sources/CBuildInfo/commit.h 2>/dev/null)" = "$$line" ] \
+	  || { echo "$$line" > Sources/CBuildInfo/commit.h; touch Sources/CBuildInfo/build_info.c; }
 
 # A self-contained release binary: the Swift standard library linked in statically, so it
 # needs only libuv1, libstdc++, libgcc_s and libc where it is installed.

@@ -3,7 +3,8 @@
 public indirect enum DiffcastError: Error, Hashable, Sendable {
     case parseError(String)
     case lineTooLong(limit: Int)
-    case unknownOperation(String)
+    /// An op that does not exist, with the op it most likely meant.
+    case unknownOperation(String, didYouMean: String? = nil)
     case invalidArgument(String)
     case invalidName(String)
     case duplicateIdentifier(kind: IdentifierKind, id: Identifier)
@@ -17,6 +18,9 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
     case unavailable(String)
     /// Entry `entry` (from 0) of a `batch` failed with `error`; the message names it `ops[K]`.
     case inBatch(entry: Int, DiffcastError)
+    /// A write to a collection that does not exist failed with `error`: its message says so, as
+    /// the likely cause is a mistyped collection name.
+    case inMissingCollection(String, DiffcastError)
 
     /// Whether an identifier names a section or an item.
     public enum IdentifierKind: String, Sendable {
@@ -40,7 +44,7 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
         case .limitExceeded: "limit_exceeded"
         case .unauthorized: "unauthorized"
         case .unavailable: "unavailable"
-        case .inBatch(_, let error): error.code
+        case .inBatch(_, let error), .inMissingCollection(_, let error): error.code
         }
     }
 
@@ -49,7 +53,8 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
         switch self {
         case .parseError(let detail): "not a request: \(detail)"
         case .lineTooLong(let limit): "line longer than the limit of \(limit) bytes; skipped"
-        case .unknownOperation(let op): "unknown op '\(op)'"
+        case .unknownOperation(let op, let suggestion?): "unknown op '\(op)'; did you mean '\(suggestion)'?"
+        case .unknownOperation(let op, nil): "unknown op '\(op)'"
         case .invalidArgument(let detail): detail
         case .invalidName(let name): "invalid collection name '\(name)': 1-128 bytes of [A-Za-z0-9._:-]"
         case .duplicateIdentifier(let kind, let id): "duplicate \(kind.rawValue) identifier '\(id)'"
@@ -61,6 +66,8 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
         case .unauthorized(let detail): "unauthorized: \(detail)"
         case .unavailable(let detail): "unavailable: \(detail)"
         case .inBatch(let entry, let error): "ops[\(entry)]: \(error.message)"
+        case .inMissingCollection(let name, let error):
+            "\(error.message) (collection '\(name)' does not exist: is its name mistyped?)"
         }
     }
 }

@@ -411,7 +411,7 @@ public final class ApplyEngine {
                 openBatches.removeLast()
                 if !state.exists { collections[name] = nil }
             }
-            return fail(request, address, error)
+            return fail(request, address, state.exists ? error : .inMissingCollection(name, error))
         }
         statistics.writesApplied += 1
         materialize(state)

@@ -113,18 +113,26 @@ public final class Server {
             listeners.append(handle)
             inheritedListeners.insert(handle)
         }
-        if inherited.isEmpty, let path = configuration.socketPath {
-            listeners.append(try Listener.unix(path: path, server: self))
-        }
-        if inherited.isEmpty, let address = configuration.tcpAddress {
-            listeners.append(try Listener.tcp(address: address, server: self))
-        }
-        if let metrics, let address = configuration.metricsAddress {
-            metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
-                metrics.connections.set(Int64(connections.count))
-                metrics.subscriptions.set(Int64(subscribers.values.reduce(0) { $0 + $1.count }))
+        var boundSocketPath: String?
+        do {
+            if inherited.isEmpty, let path = configuration.socketPath {
+                listeners.append(try Listener.unix(path: path, server: self))
+                boundSocketPath = path
             }
-            listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
+            if inherited.isEmpty, let address = configuration.tcpAddress {
+                listeners.append(try Listener.tcp(address: address, server: self))
+            }
+            if let metrics, let address = configuration.metricsAddress {
+                metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
+                    metrics.connections.set(Int64(connections.count))
+                    metrics.subscriptions.set(Int64(subscribers.values.reduce(0) { $0 + $1.count }))
+                }
+                listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
+            }
+        } catch {
+            // A start that fails after binding the socket leaves no file behind.
+            if let boundSocketPath { unlink(boundSocketPath) }
+            throw error
         }
         startHousekeeping()
         onReady()
@@ -369,7 +377,9 @@ public final class Server {
         case .ping, .auth: break
         default:
             guard connection.isAuthenticated else {
-                let error = DiffcastError.unauthorized("authenticate with an 'auth' request first")
+                let error = DiffcastError.unauthorized(
+                    "this TCP listener takes a token first: send `auth TOKEN` (the daemon's --tcp-token; the diffcast "
+                        + "command sends --token or $DIFFCAST_TOKEN)")
                 connection.answer(
                     slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
                 return
@@ -834,7 +844,8 @@ public enum ServerError: Error, CustomStringConvertible {
         case .noDirectory(let path, let directory):
             "cannot make the socket \(path): the directory \(directory) does not exist"
         case .badAddress(let address):
-            "bad TCP address '\(address)': expected HOST:PORT"
+            "bad TCP address '\(address)': expected IP:PORT, with an IP address (127.0.0.1:7070, [::1]:7070); "
+                + "host names are not resolved"
         }
     }
 }

@@ -19,6 +19,35 @@ enum Op: Int, CaseIterable {
     }
 
     var name: String { Self.names[rawValue] }
+
+    /// The op a mistyped name most likely meant: the same letters in another case or without
+    /// underscores (`APPLY`, `updateItems`), or at most two edits away (`updat_items`).
+    static func closest(to typed: String) -> Op? {
+        func normalized(_ text: String) -> [UInt8] {
+            text.utf8.filter { $0 != UInt8(ascii: "_") && $0 != UInt8(ascii: "-") }.map { $0 | 0x20 }
+        }
+        let word = normalized(typed)
+        guard !word.isEmpty, word.count <= 32 else { return nil }
+        var best: (op: Op, distance: Int)?
+        for op in allCases {
+            let distance = editDistance(word, normalized(op.name))
+            if distance <= 2, distance < best?.distance ?? .max { best = (op, distance) }
+        }
+        return best?.op
+    }
+
+    /// Levenshtein distance of two short words.
+    private static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1]
+            for (j, y) in b.enumerated() {
+                current.append(Swift.min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1)))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
     var isWrite: Bool { rawValue >= Op.apply.rawValue }
 
     /// Every key a request of this op may carry (SPEC.md: any other is named as an error).

@@ -28,7 +28,7 @@ struct RequestDecoder {
     }
 
     private func command(_ name: String) throws(DiffcastError) -> Command {
-        guard let op = Op(name: name) else { throw .unknownOperation(name) }
+        guard let op = Op(name: name) else { throw .unknownOperation(name, didYouMean: Op.closest(to: name)?.name) }
         try KeyCheck.only(op.requestKeys, in: object, "for '\(name)'")
         switch op {
         case .ping: return .ping

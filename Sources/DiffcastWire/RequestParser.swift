@@ -50,15 +50,23 @@ public struct RequestParser: Sendable {
             return token
         }
         let opToken = nextToken()
-        guard let op = String(validating: opToken, as: UTF8.self),
-            !op.isEmpty, op.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || ($0 >= 0x61 && $0 <= 0x7a) })
+        // A word of letters, digits, `_` and `-` is taken as an op, so that a mistyped one
+        // (`APPLY`) is answered as an unknown op with a suggestion.
+        guard let op = String(validating: opToken, as: UTF8.self), !op.isEmpty,
+            op.utf8.allSatisfy({
+                $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0)
+                    || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0)
+            })
         else {
             throw RequestError(
                 id: nil, op: nil,
                 error: .parseError("neither a JSON object nor an inline 'OP [COLLECTION] [JSON]' line"))
         }
         var members: [JSONValue.Member] = [.init("op", .string(op))]
-        if let first = rest.first, first != UInt8(ascii: "{") {
+        if op == "auth", let first = rest.first, first != UInt8(ascii: "{") {
+            // `auth TOKEN`: the word is the token (auth names no collection).
+            members.append(.init("token", .string(String(decoding: nextToken(), as: UTF8.self))))
+        } else if let first = rest.first, first != UInt8(ascii: "{") {
             let nameToken = nextToken()
             guard let name = String(validating: nameToken, as: UTF8.self) else {
                 throw RequestError(id: nil, op: op, error: .invalidName(String(decoding: nameToken, as: UTF8.self)))

@@ -55,7 +55,10 @@ struct WriteDecoder {
                 if name == "batch" || name == "drop" {
                     throw .invalidArgument("'\(name)' cannot be part of a batch")
                 }
-                guard let op = Op(name: name), op.isWrite else { throw .unknownOperation(name) }
+                guard let op = Op(name: name), op.isWrite else {
+                    throw .unknownOperation(
+                        name, didYouMean: Op.closest(to: name).flatMap { $0.isWrite ? $0.name : nil })
+                }
                 // Keys of sections and items are checked as they are read.
                 try KeyCheck.only(op.batchEntryKeys, in: entry, "for '\(name)'")
                 operations.append(try operation(op, entry))

@@ -88,6 +88,26 @@ import Testing
         #expect(text(bytes).contains("unknown_collection"))
     }
 
+    /// A write that fails on a collection that does not exist says so (a mistyped name is the
+    /// likely cause); the same failure on one that exists does not, and the code is the same.
+    @Test func aFailedWriteToAMissingCollectionSaysItIsMissing() throws {
+        let engine = ApplyEngine()
+        _ = engine.process([try job(#"append_sections feed {"sections":[{"id":"s","items":["t1"]}]}"#, slot: 0)])
+        let answers = engine.process([
+            try job(#"update_items fed {"items":[{"id":"t1","data":1}]}"#, slot: 1),
+            try job(#"update_items feed {"items":[{"id":"t2","data":1}]}"#, slot: 2),
+        ]).compactMap { outcome -> String? in
+            if case .response(_, let bytes) = outcome { text(bytes) } else { nil }
+        }
+        #expect(
+            answers == [
+                #"{"ok":false,"op":"update_items","error":{"code":"unknown_item","message":"unknown item 't1' (collection 'fed' does not exist: is its name mistyped?)"}}"#
+                    + "\n",
+                #"{"ok":false,"op":"update_items","error":{"code":"unknown_item","message":"unknown item 't2'"}}"#
+                    + "\n",
+            ])
+    }
+
     @Test func catchUpIsOneChangesetFromTheVersionHeld() throws {
         let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 4, items: 100))
         for index in 0..<3 {

@@ -106,4 +106,49 @@ import Testing
         #expect(daemon.process.terminationStatus != 0)
         #expect(daemon.log().contains("does not exist"), "\(daemon.log().suffix(300))")
     }
+
+    /// A start that fails after binding the socket (here: the metrics port is taken) leaves no
+    /// socket file behind.
+    @Test func aStartThatFailsAfterBindingLeavesNoSocketFile() throws {
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(taken, $0, length) == 0 && listen(taken, 1) == 0 && getsockname(taken, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let daemon = try Daemon(arguments: ["--metrics", "127.0.0.1:\(port)"], waitForSocket: false)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus != 0)
+        #expect(daemon.log().contains("address already in use"), "\(daemon.log().suffix(300))")
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
+    }
+
+    @Test func aHostNameWhereAnIPAddressBelongsIsExplained() throws {
+        let daemon = try Daemon(arguments: ["--tcp", "localhost:17999", "--tcp-token", "t"], waitForSocket: false)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus != 0)
+        #expect(daemon.log().contains("host names are not resolved"), "\(daemon.log().suffix(300))")
+    }
+
+    /// `--verify-state` on a directory that holds no state says so and fails.
+    @Test func verifyingADirectoryWithoutStateFails() throws {
+        let verify = Process()
+        verify.executableURL = Daemon.binary
+        verify.arguments = ["--verify-state", "/etc"]
+        let errors = Pipe()
+        verify.standardError = errors
+        verify.standardOutput = errors
+        try verify.run()
+        verify.waitUntilExit()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(verify.terminationStatus != 0)
+        #expect(message.contains("holds no Diffcast state"), "\(message)")
+    }
 }

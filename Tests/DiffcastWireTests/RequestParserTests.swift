@@ -28,6 +28,29 @@ import Testing
         #expect(try parse(#"append_items feed {"items":["x"],"id":9}"#).id == JSONText(canonical: "9"))
     }
 
+    /// A mistyped op, in either form, is an unknown op that names the op it most likely meant.
+    @Test(arguments: [
+        ("APPLY feed {}", "unknown op 'APPLY'; did you mean 'apply'?"),
+        ("updateitems feed {}", "unknown op 'updateitems'; did you mean 'update_items'?"),
+        (#"{"op":"updat_items"}"#, "unknown op 'updat_items'; did you mean 'update_items'?"),
+        ("Subscribe feed", "unknown op 'Subscribe'; did you mean 'subscribe'?"),
+        ("frobnicate feed", "unknown op 'frobnicate'"),
+        (#"batch c {"ops":[{"op":"GET"}]}"#, "ops[0]: unknown op 'GET'"),
+    ])
+    func aMistypedOpIsNamedWithWhatItMeant(line: String, message: String) {
+        do {
+            _ = try parse(line)
+            Issue.record("\(line) parsed")
+        } catch {
+            #expect(error.error.code == "unknown_op")
+            #expect(error.error.message == message)
+        }
+    }
+
+    @Test func inlineAuthTakesTheTokenAsItsWord() throws {
+        #expect(try parse("auth s3cret").command == parse(#"{"op":"auth","token":"s3cret"}"#).command)
+    }
+
     @Test func integerIdentifiersAreTheirDecimalText() throws {
         let request = try parse(#"{"op":"append_items","collection":"c","items":[7,"7",{"id":-12,"data":null}]}"#)
         guard case .write(_, .appendItems(let items, nil)) = request.command else {

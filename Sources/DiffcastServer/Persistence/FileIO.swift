@@ -9,6 +9,8 @@ public enum PersistenceError: Error, CustomStringConvertible {
     case missingFile(path: String, reason: String)
     /// Another process holds the state directory's lock (its pid, when it wrote one).
     case locked(directory: String, holder: String?)
+    /// `--verify-state` was given a directory that holds no Diffcast state.
+    case notAStateDirectory(String)
 
     private static let advice =
         "nothing was changed; check the disk, restore the state directory from a backup, or move the damaged "
@@ -25,6 +27,8 @@ public enum PersistenceError: Error, CustomStringConvertible {
             "damaged checkpoint \(path): \(reason); \(Self.advice)"
         case .missingFile(let path, let reason):
             "missing \(path): \(reason); \(Self.advice)"
+        case .notAStateDirectory(let directory):
+            "\(directory) holds no Diffcast state (no checkpoint.json, no wal-N.log): is it the daemon's --state-dir?"
         case .locked(let directory, let holder):
             "state directory \(directory) is in use by another daemon (\(holder.map { "pid \($0)" } ?? "pid unknown")); "
                 + "two daemons on one state directory would lose acknowledged writes: stop that one or choose "

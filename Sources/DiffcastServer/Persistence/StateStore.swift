@@ -127,6 +127,9 @@ public final class StateStore {
     /// Checks a state directory as `recover` would, changing nothing; returns a summary.
     public static func verify(directory: String) throws -> String {
         let state = try read(directory)
+        guard state.checkpoint != nil || !state.logs.isEmpty || !state.coveredLogs.isEmpty else {
+            throw PersistenceError.notAStateDirectory(directory)
+        }
         let engine = ApplyEngine()
         let records = try load(state, into: engine)
         var summary =
