@@ -339,6 +339,7 @@ public final class Server {
             case .lineTooLong:
                 let slot = connection.reserveSlot()
                 let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
+                logRejected(error, op: nil, on: connection)
                 connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
             }
         }
@@ -346,6 +347,17 @@ public final class Server {
         submitPendingJobs()
         flushDirty()
         pauseReadingIfFlooded(connection)
+    }
+
+    /// Requests refused before they reach the apply queue are logged as the engine logs the
+    /// ones it refuses ("request rejected", at debug).
+    private func logRejected(_ error: DiffcastError, op: String?, on connection: Connection) {
+        logger.debug(
+            "request rejected",
+            metadata: [
+                "op": "\(op ?? "-")", "code": "\(error.code)", "message": "\(error.message)",
+                "connection": "\(connection.id)",
+            ])
     }
 
     private func handleLine(_ line: [UInt8], from connection: Connection) {
@@ -356,12 +368,14 @@ public final class Server {
             return
         }
         counters.requests += 1
+        metrics?.requests.increment()
         let slot = connection.reserveSlot()
         let address = ResponseAddress(connection: connection.id, slot: slot)
         let request: Request
         do {
             request = try parser.parse(line: line)
         } catch {
+            logRejected(error.error, op: error.op, on: connection)
             connection.answer(
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return

@@ -8,6 +8,8 @@ public final class ServerMetrics: Sendable {
 
     let connections: Gauge
     let connectionsAccepted: Counter
+    let requests: Counter
+    let applyBatches: Counter
     let subscriptions: Gauge
     let collections: Gauge
     let writesApplied: Counter
@@ -44,6 +46,8 @@ public final class ServerMetrics: Sendable {
         }
         connections = gauge("connections", "Client connections open now.")
         connectionsAccepted = counter("connections_accepted", "Client connections accepted.")
+        requests = counter("requests", "Request lines read from clients.")
+        applyBatches = counter("apply_batches", "Batches the apply queue applied.")
         subscriptions = gauge("subscriptions", "Subscriptions open now.")
         collections = gauge("collections", "Collections that exist.")
         writesApplied = counter("writes_applied", "Writes applied.")
@@ -68,6 +72,7 @@ public final class ServerMetrics: Sendable {
         grow(writesApplied, statistics.writesApplied, previous.writesApplied)
         grow(writesRejected, statistics.writesRejected, previous.writesRejected)
         grow(versionsPublished, statistics.versionsPublished, previous.versionsPublished)
+        grow(applyBatches, statistics.batches, previous.batches)
     }
 
     /// The Prometheus text exposition of every metric.

@@ -49,6 +49,12 @@ import Testing
         #expect(sample("diffcast_subscriptions", in: text) == 1)
         #expect(sample("diffcast_collections", in: text) == 1)
         #expect((sample("diffcast_events_queued_total", in: text) ?? 0) >= 3)
+        // What `stats` counts, /metrics counts too (read after it, so both count the `stats`).
+        let stats = try writer.request("stats")
+        let after = try fetch(port: port, path: "/metrics")
+        #expect(sample("diffcast_requests_total", in: after).map { Int($0) } == stats["requests"]?.int)
+        #expect(sample("diffcast_apply_batches_total", in: after).map { Int($0) } == stats["apply_batches"]?.int)
+        #expect(stats["requests"]?.int == 5)
         #expect(text.contains("diffcast_apply_batch_seconds_bucket{le=\""))
         #expect(text.contains("diffcast_write_ack_seconds_count 3"))
         #expect(try fetch(port: port, path: "/other").hasPrefix("HTTP/1.1 404"))
