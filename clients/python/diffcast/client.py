@@ -93,10 +93,11 @@ class Client:
 
     def _connect(self):
         if self.tcp is not None:
+            host, port = self.tcp
             try:
-                connection = socket.create_connection(self.tcp, timeout=self._timeout)
+                connection = socket.create_connection((host, port), timeout=self._timeout)
             except OSError as error:
-                raise CannotConnect("%s:%s" % self.tcp, error.strerror or str(error), error.errno) from error
+                raise CannotConnect("%s:%s" % (host, port), error.strerror or str(error), error.errno) from error
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return connection
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -296,17 +297,18 @@ class Client:
                 self._reconnect_patiently(reconnect_for)
 
     def _reconnect_patiently(self, seconds):
-        """Reconnects, waiting 50 ms doubling to 1 s between attempts; after ``seconds``
-        (None: never) raises the last attempt's error."""
+        """Reconnects, waiting 50 ms doubling to 1 s between attempts; raises the last attempt's
+        error once ``seconds`` have passed (None: never)."""
         deadline = None if seconds is None else time.monotonic() + seconds
         delay = 0.05
         while True:
             try:
                 return self.reconnect()
             except OSError:
-                if deadline is not None and time.monotonic() + delay > deadline:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
                     raise
-            time.sleep(delay)
+            time.sleep(delay if remaining is None else min(delay, remaining))
             delay = min(delay * 2, 1.0)
 
 

@@ -210,7 +210,7 @@ class Mirror:
             if version < start:
                 raise Divergence("changeset from %d back to %d" % (start, version))
             if event.get("epoch", self.epoch) != self.epoch:
-                raise Divergence("changeset of epoch %s but the mirror holds epoch %s" % (_describe(event.get("epoch")), self.epoch))
+                raise Divergence("changeset of epoch %s, the mirror's is %s" % (_describe(event.get("epoch")), self.epoch))
             epoch = self.epoch
             change = _Change(self.sections, self._section_ids, self._item_ids)
             try:
@@ -256,6 +256,11 @@ def _field(entry, key, where):
     return entry[key]
 
 
+def _entry_id(entry, where):
+    """The identifier of an object listed in ``where``."""
+    return identifier(_field(entry, "id", where))
+
+
 def _index(entry, key, where):
     """A non-negative index from ``entry[key]``."""
     number = _integer(_field(entry, key, where))
@@ -281,14 +286,14 @@ def _snapshot_sections(event):
         raise Divergence("snapshot without a list of sections: %s" % _describe(event.get("sections")))
     sections, section_ids, item_ids = [], set(), set()
     for raw in event["sections"]:
-        ident = identifier(_field(raw, "id", "sections"))
+        ident = _entry_id(raw, "sections")
         if ident in section_ids:
             raise Divergence("section %r is listed twice" % ident)
         section_ids.add(ident)
         items = []
         for entry in _entry_list(raw, "items", "section %r" % ident):
             if isinstance(entry, dict):
-                item = Item(identifier(_field(entry, "id", "items")), data_text(entry.get("data")))
+                item = Item(_entry_id(entry, "items"), data_text(entry.get("data")))
             else:
                 item = Item(identifier(entry))
             if item.id in item_ids:
@@ -356,9 +361,9 @@ class _Change:
         for name, changes in (("sections", section_changes), ("items", item_changes)):
             if not isinstance(changes, dict):
                 raise Divergence("%s is not an object: %s" % (name, _describe(changes)))
-        item_moves = [(_path(e, "from", "items.moved"), _path(e, "to", "items.moved"), identifier(_field(e, "id", "items.moved")))
+        item_moves = [(_path(e, "from", "items.moved"), _path(e, "to", "items.moved"), _entry_id(e, "items.moved"))
                       for e in _entry_list(item_changes, "moved", "items")]
-        section_moves = [(_index(e, "from", "sections.moved"), _index(e, "to", "sections.moved"), identifier(_field(e, "id", "sections.moved")))
+        section_moves = [(_index(e, "from", "sections.moved"), _index(e, "to", "sections.moved"), _entry_id(e, "sections.moved"))
                          for e in _entry_list(section_changes, "moved", "sections")]
         moved_items = self._take_out_items(item_changes, item_moves)
         moved_sections = self._take_out_sections(section_changes, section_moves)
@@ -371,7 +376,7 @@ class _Change:
         deletions = _entry_list(item_changes, "deleted", "items")
         removals = {}
         for entry in deletions:
-            path, ident = _path(entry, "at", "items.deleted"), identifier(_field(entry, "id", "items.deleted"))
+            path, ident = _path(entry, "at", "items.deleted"), _entry_id(entry, "items.deleted")
             self._item_at(path, ident, "items.deleted")
             removals.setdefault(path[0], set()).add(path[1])
             self._items_gone.add(ident)
@@ -392,7 +397,7 @@ class _Change:
         deletions = _entry_list(section_changes, "deleted", "sections")
         removals = set()
         for entry in deletions:
-            index, ident = _index(entry, "index", "sections.deleted"), identifier(_field(entry, "id", "sections.deleted"))
+            index, ident = _index(entry, "index", "sections.deleted"), _entry_id(entry, "sections.deleted")
             section = self._section_at(index, ident, "sections.deleted")
             removals.add(index)
             self._sections_gone.add(ident)
@@ -411,7 +416,7 @@ class _Change:
         """Step 3: inserted (empty) and moved sections in at new indices, ascending."""
         arrivals = []
         for entry in _entry_list(section_changes, "inserted", "sections"):
-            index, ident = _index(entry, "index", "sections.inserted"), identifier(_field(entry, "id", "sections.inserted"))
+            index, ident = _index(entry, "index", "sections.inserted"), _entry_id(entry, "sections.inserted")
             if ident in self._sections_added or (ident in self._section_ids and ident not in self._sections_gone):
                 raise Divergence("section %r is inserted but already there" % ident)
             self._sections_added.add(ident)
@@ -429,7 +434,7 @@ class _Change:
         """Step 4: inserted and moved items in at new coordinates, ascending."""
         arrivals = []
         for entry in _entry_list(item_changes, "inserted", "items"):
-            path, ident = _path(entry, "at", "items.inserted"), identifier(_field(entry, "id", "items.inserted"))
+            path, ident = _path(entry, "at", "items.inserted"), _entry_id(entry, "items.inserted")
             if ident in self._items_added or (ident in self._item_ids and ident not in self._items_gone):
                 raise Divergence("item %r is inserted but already there" % ident)
             self._items_added.add(ident)
@@ -444,14 +449,16 @@ class _Change:
     def _set_data_and_check_marks(self, section_changes, item_changes):
         """Step 5: data from ``updated``; ``reloaded`` must name what is there."""
         for entry in _entry_list(section_changes, "updated", "sections"):
-            index, ident = _index(entry, "index", "sections.updated"), identifier(_field(entry, "id", "sections.updated"))
+            index, ident = _index(entry, "index", "sections.updated"), _entry_id(entry, "sections.updated")
             self._section_at(index, ident, "sections.updated")
             self._editable(index).data_text = data_text(entry.get("data"))
         for entry in _entry_list(item_changes, "updated", "items"):
-            path, ident = _path(entry, "at", "items.updated"), identifier(_field(entry, "id", "items.updated"))
+            path, ident = _path(entry, "at", "items.updated"), _entry_id(entry, "items.updated")
             self._item_at(path, ident, "items.updated")
             self._editable(path[0]).items[path[1]] = Item(ident, data_text(entry.get("data")))
+        where = "sections.reloaded"
         for entry in _entry_list(section_changes, "reloaded", "sections"):
-            self._section_at(_index(entry, "index", "sections.reloaded"), identifier(_field(entry, "id", "sections.reloaded")), "sections.reloaded")
+            self._section_at(_index(entry, "index", where), _entry_id(entry, where), where)
+        where = "items.reloaded"
         for entry in _entry_list(item_changes, "reloaded", "items"):
-            self._item_at(_path(entry, "at", "items.reloaded"), identifier(_field(entry, "id", "items.reloaded")), "items.reloaded")
+            self._item_at(_path(entry, "at", where), _entry_id(entry, where), where)

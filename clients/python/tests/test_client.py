@@ -126,6 +126,26 @@ def test_a_damaged_event_is_noticed_and_the_follower_resubscribes(daemon):
     proxy.close()
 
 
+@pytest.mark.parametrize("change", [
+    lambda line: line[:-7],
+    lambda line: line.replace(b'"id":"b"', b'"id":"\xff"'),
+    lambda line: b'{"event":' + b"[" * 100000,
+], ids=["cut short", "not UTF-8", "nested too deep"])
+def test_an_event_line_that_is_not_json_is_a_divergence_too(daemon, change):
+    proxy = Proxy(daemon.socket_path, daemon.directory)
+    writer = daemon.client()
+    writer.apply("c", [{"id": "s", "items": ["a"]}])
+    follow = Client(proxy.socket_path).follow("c", timeout=5)
+    next(follow)
+    proxy.damage_next_event(change)
+    writer.append_items("c", ["b"])
+    writer.append_items("c", ["z"])
+    event, mirror = next(follow)
+    assert len(mirror.divergences) == 1 and "not JSON" in mirror.divergences[0]
+    assert event["event"] == "snapshot" and mirror.digest() == writer.get("c")["digest"]
+    proxy.close()
+
+
 def test_a_mirror_resumes_across_a_restart_with_since(tmp_path):
     from conftest import daemon_binary
 
