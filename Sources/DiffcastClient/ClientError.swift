@@ -22,15 +22,36 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// Words for a failed `connect(2)` on a Unix socket, naming the usual fix.
+    /// Words for a failed `connect(2)` on a Unix socket: what is at the path (`connect` says
+    /// "connection refused" for a directory or a plain file too), else what the error means,
+    /// with the usual fix. The path itself is named by `description`.
     static func unixConnectCause(_ code: Int32, path: String) -> String {
+        var status = stat()
+        if stat(path, &status) == 0, let kind = Self.nonSocketKind(status.st_mode) {
+            return "it is \(kind), not a socket: name diffcastd's socket file instead"
+        }
         switch code {
-        case ENOENT: "no socket at \(path): is diffcastd running? (make run, or systemctl start diffcast)"
-        case ECONNREFUSED: "nobody listens on \(path): diffcastd is not running (a socket file left behind)"
+        case ENOENT:
+            return "no such file: is diffcastd running, and is this its socket path? "
+                + "(start it with make run, or systemctl start diffcast)"
+        case ENOTDIR: return "a component of the path is not a directory: is this diffcastd's socket path?"
+        case ECONNREFUSED:
+            return "connection refused: a stale socket file that no daemon serves "
+                + "(diffcastd is not running there; start it, or remove the file)"
         case EACCES, EPERM:
-            "permission denied on \(path): join the socket's group (e.g. sudo usermod -aG diffcast $USER) or use sudo"
-        case ENOTSOCK: "\(path) is not a socket"
-        default: String(cString: strerror(code))
+            return "permission denied on the socket or a directory above it: join the socket's group "
+                + "(e.g. sudo usermod -aG diffcast $USER, then log in again) or use sudo"
+        default: return String(cString: strerror(code))
+        }
+    }
+
+    /// What a file that is not a socket is, in words; nil for a socket.
+    private static func nonSocketKind(_ mode: mode_t) -> String? {
+        switch mode & S_IFMT {
+        case S_IFSOCK: nil
+        case S_IFDIR: "a directory"
+        case S_IFREG: "a regular file"
+        default: "a special file"
         }
     }
 }

@@ -4,7 +4,9 @@ import DiffcastWire
 /// Keeps a verified copy of collections for as long as it is iterated: subscribes, applies every
 /// event to a `CollectionMirror` (digest checked on every version), subscribes again without
 /// `since` when a mirror diverges, and reconnects with `since`/`epoch` when the connection ends —
-/// so the daemon sends one changeset (or a snapshot) and the chain goes on.
+/// so the daemon sends one changeset (or a snapshot) and the chain goes on. A dropped collection
+/// is subscribed to again, which (as every `subscribe`) makes it anew, empty, under a new epoch:
+/// the follower goes on with that epoch's snapshot and changesets.
 ///
 /// ```swift
 /// for try await update in Follower(endpoint: .unix(path: "/run/diffcast/diffcast.sock"), collections: ["feed"]).updates() {
@@ -20,14 +22,15 @@ public struct Follower: Sendable {
             case snapshot(raw: JSONValue)
             /// One changeset, applied and verified.
             case changed(Changeset, raw: JSONValue)
-            /// The collection was dropped.
+            /// The collection was dropped; the follower has subscribed to it again.
             case dropped
             /// An event did not fit (its reason); the follower has subscribed again without
             /// `since` and ignores the collection's events until the snapshot comes.
             case diverged(String)
             /// The connection ended (its reason); the follower reconnects and resumes.
             case disconnected(String)
-            /// Subscribed (again) at this version after a connect.
+            /// Subscribed (again) at this version: after a connect, a divergence or a drop.
+            /// Version 0 means nothing has been written to the collection yet.
             case subscribed(version: UInt64)
         }
 
@@ -40,26 +43,16 @@ public struct Follower: Sendable {
     public let endpoint: Endpoint
     public let token: String?
     public let collections: [String]
-    /// A version of a collection's epoch to resume from.
-    public struct Position: Sendable, Equatable {
-        public var version: UInt64
-        public var epoch: String
-
-        public init(version: UInt64, epoch: String) {
-            self.version = version
-            self.epoch = epoch
-        }
-    }
-
-    /// Where to resume collections from (e.g. `diffcast sub --since V --epoch E`): the daemon
-    /// sends one changeset from there, or a snapshot when it cannot.
-    public let resume: [String: Position]
+    /// Mirrors to resume collections from (e.g. what `diffcast sub --state FILE` kept): the
+    /// follower subscribes with their version and epoch, and the daemon sends one changeset from
+    /// there (nothing when it is current), or a snapshot when its history does not reach back.
+    public let resume: [String: CollectionMirror]
     /// The longest wait between two reconnection attempts.
     public let maximumBackoff: Duration
 
     public init(
         endpoint: Endpoint, token: String? = nil, collections: [String],
-        resume: [String: Position] = [:], maximumBackoff: Duration = .seconds(2)
+        resume: [String: CollectionMirror] = [:], maximumBackoff: Duration = .seconds(2)
     ) {
         self.endpoint = endpoint
         self.token = token
@@ -86,10 +79,10 @@ public struct Follower: Sendable {
     }
 
     private func follow(_ sink: AsyncThrowingStream<Update, any Error>.Continuation) async throws {
-        var session = Session(positions: resume)
+        var mirrors = resume.filter { collections.contains($0.key) }
         var backoff = Duration.milliseconds(50)
         while !Task.isCancelled {
-            let reason = try await followOnce(&session, sink) { backoff = .milliseconds(50) }
+            let reason = try await followOnce(&mirrors, sink) { backoff = .milliseconds(50) }
             if Task.isCancelled { break }
             sink.yield(Update(collection: nil, change: .disconnected(reason), mirror: .init()))
             try await Task.sleep(for: backoff)
@@ -97,16 +90,22 @@ public struct Follower: Sendable {
         }
     }
 
-    /// What a follower carries from one connection to the next.
-    private struct Session {
-        var mirrors: [String: CollectionMirror] = [:]
-        var positions: [String: Position]
+    /// `subscribe` for a collection: from the mirror's version and epoch when it holds one.
+    private static func subscribeRequest(_ name: String, from mirror: CollectionMirror?) -> JSONValue {
+        guard let version = mirror?.version, let epoch = mirror?.epoch else {
+            return ["op": "subscribe", "collection": .string(name)]
+        }
+        return [
+            "op": "subscribe", "collection": .string(name), "since": .number(String(version)),
+            "epoch": .string(epoch),
+        ]
     }
 
-    /// One connection: subscribes (from the positions held), applies events until the
-    /// connection ends, and returns why it ended. Throws when the daemon refuses a subscription.
+    /// One connection: subscribes (from the mirrors held, which are carried from one connection
+    /// to the next), applies events until the connection ends, and returns why it ended. Throws
+    /// when the daemon refuses a subscription.
     private func followOnce(
-        _ session: inout Session, _ sink: AsyncThrowingStream<Update, any Error>.Continuation,
+        _ mirrors: inout [String: CollectionMirror], _ sink: AsyncThrowingStream<Update, any Error>.Continuation,
         subscribed: () -> Void
     ) async throws -> String {
         let connection: Connection
@@ -117,15 +116,7 @@ public struct Follower: Sendable {
             return error.description
         }
         defer { connection.close() }
-        let requests: [JSONValue] = collections.map { name in
-            guard let position = session.positions[name] else {
-                return ["op": "subscribe", "collection": .string(name)]
-            }
-            return [
-                "op": "subscribe", "collection": .string(name), "since": .number(String(position.version)),
-                "epoch": .string(position.epoch),
-            ]
-        }
+        let requests = collections.map { Self.subscribeRequest($0, from: mirrors[$0]) }
         let responses: [JSONValue]
         switch await pipelineOnce(connection, requests) {
         case .success(let answered): responses = answered
@@ -134,12 +125,7 @@ public struct Follower: Sendable {
             return error.description
         }
         for (name, response) in zip(collections, responses) {
-            if case .number(let text) = response["version"], let version = UInt64(text) {
-                sink.yield(
-                    Update(
-                        collection: name, change: .subscribed(version: version),
-                        mirror: session.mirrors[name] ?? .init()))
-            }
+            Self.yieldSubscribed(name, response, mirror: mirrors[name] ?? .init(), sink)
         }
         subscribed()
         var resynchronizing: Set<String> = []
@@ -147,33 +133,41 @@ public struct Follower: Sendable {
             guard case .string(let name) = event["collection"], collections.contains(name) else { continue }
             if resynchronizing.contains(name) && event["event"] != .string("snapshot") { continue }
             resynchronizing.remove(name)
-            var mirror = session.mirrors[name] ?? CollectionMirror()
+            var mirror = mirrors[name] ?? CollectionMirror()
+            let change: Update.Change
             do {
-                let change: Update.Change
                 switch try mirror.feed(event) {
                 case .snapshot: change = .snapshot(raw: event)
                 case .changeset(let changeset): change = .changed(changeset, raw: event)
                 case .dropped: change = .dropped
                 }
-                session.mirrors[name] = mirror
-                session.positions[name] = mirror.version.flatMap { version in
-                    mirror.epoch.map { Position(version: version, epoch: $0) }
-                }
-                sink.yield(Update(collection: name, change: change, mirror: mirror))
             } catch {
-                sink.yield(Update(collection: name, change: .diverged(error.description), mirror: mirror))
-                session.positions[name] = nil
-                resynchronizing.insert(name)
-                // A refusal ends the follower; a lost connection ends `events`, then we reconnect.
-                if case .failure(let error) = await pipelineOnce(
-                    connection, [["op": "subscribe", "collection": .string(name)]]),
-                    case .response = error
-                {
-                    throw error
-                }
+                change = .diverged(error.description)
+            }
+            sink.yield(Update(collection: name, change: change, mirror: mirror))
+            guard change.subscribesAgain else {
+                mirrors[name] = mirror
+                continue
+            }
+            // Until the snapshot comes, a lost connection subscribes without `since` too.
+            mirrors[name] = nil
+            resynchronizing.insert(name)
+            switch await pipelineOnce(connection, [Self.subscribeRequest(name, from: nil)]) {
+            case .success(let answered): Self.yieldSubscribed(name, answered[0], mirror: .init(), sink)
+            // A refusal ends the follower; a lost connection ends `events`, then we reconnect.
+            case .failure(let error): if case .response = error { throw error }
             }
         }
         return "the connection ended"
+    }
+
+    /// Reports a `subscribe` response's version.
+    private static func yieldSubscribed(
+        _ name: String, _ response: JSONValue, mirror: CollectionMirror,
+        _ sink: AsyncThrowingStream<Update, any Error>.Continuation
+    ) {
+        guard case .number(let text) = response["version"], let version = UInt64(text) else { return }
+        sink.yield(Update(collection: name, change: .subscribed(version: version), mirror: mirror))
     }
 
     private func connectOnce() async -> Result<Connection, ClientError> {
@@ -194,6 +188,17 @@ public struct Follower: Sendable {
             return .success(responses)
         } catch {
             return .failure(error)
+        }
+    }
+}
+
+extension Follower.Update.Change {
+    /// Whether the follower subscribes again without `since` after this change: after a drop
+    /// there is nothing to resume from, after a divergence the events are not trusted.
+    fileprivate var subscribesAgain: Bool {
+        switch self {
+        case .dropped, .diverged: true
+        case .snapshot, .changed, .disconnected, .subscribed: false
         }
     }
 }

@@ -14,13 +14,19 @@ struct Diffcast: AsyncParsableCommand {
         commandName: "diffcast",
         abstract: "Talk to diffcastd: read, write and follow collections.",
         discussion: """
-            Writes take the collection, then identifiers and data without hand-written JSON:
-              diffcast append_items feed t1 t2 --id t3 --data title="it's \\"done\\"" likes:=0
-              diffcast update_items status --id disk --data msg="disk \\"sda\\" at 91%" pct:=91
-            key=value is a string, key:=JSON any JSON value; a JSON object argument (or - for
-            standard input) gives the request's arguments directly.
+            Writes take the collection, then identifiers and data, with no JSON to write by \
+            hand. One command per line:
 
-            Exit status: 0 ok, 1 an error response (code and message on stderr), 2 usage,
+              $ diffcast apply feed '{"sections":[{"id":"today","items":["t1"]}]}'
+              $ diffcast append_items feed t2 --id t3 --data title=Done likes:=0
+              $ diffcast update_items feed --id t3 --data msg="disk \\"sda\\" at 91%"
+              $ diffcast sub feed --state feed.mirror
+
+            After --data come key=value words (a string) and key:=JSON words (any JSON value), \
+            up to the next option. A JSON object argument (or - for standard input) gives the \
+            request's arguments directly. 'diffcast OP --help' shows what OP takes.
+
+            Exit status: 0 ok, 1 an error response (code and message on stderr), 2 usage, \
             3 cannot connect.
             """,
         version: "diffcast \(String(cString: diffcast_version())) (commit \(String(cString: diffcast_build_commit())))",
@@ -36,20 +42,34 @@ struct Diffcast: AsyncParsableCommand {
 @main
 enum Main {
     static func main() async {
+        let command: any ParsableCommand
         do {
-            var command = try Diffcast.parseAsRoot()
+            command = try Diffcast.parseAsRoot()
+        } catch {
+            usageError(error, Diffcast.fullMessage(for: error))
+        }
+        do {
             if var asynchronous = command as? AsyncParsableCommand {
                 try await asynchronous.run()
             } else {
-                try command.run()
+                var synchronous = command
+                try synchronous.run()
             }
         } catch let exit as ExitCode {
             Diffcast.exit(withError: exit)
         } catch {
-            guard Diffcast.exitCode(for: error) != .success else { Diffcast.exit(withError: error) }
-            FileHandle.standardError.write(Data((Diffcast.fullMessage(for: error) + "\n").utf8))
-            Diffcast.exit(withError: ExitCode(2))
+            // What a command found wrong once its arguments were parsed (a ValidationError).
+            usageError(
+                error, "Error: \(Diffcast.message(for: error))\nUsage: \(Diffcast.usageString(for: type(of: command)))")
         }
+    }
+
+    /// Ends a request for help or the version as ArgumentParser does; any other error is a usage
+    /// error: says `message` and exits with status 2.
+    private static func usageError(_ error: any Error, _ message: String) -> Never {
+        guard Diffcast.exitCode(for: error) != .success else { Diffcast.exit(withError: error) }
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        Diffcast.exit(withError: ExitCode(2))
     }
 }
 
@@ -87,6 +107,16 @@ struct ConnectionOptions: ParsableArguments {
             path: FileManager.default.fileExists(atPath: systemSocket) ? systemSocket : Endpoint.defaultSocketPath)
     }
 
+    /// Where `endpoint()` found the address, when the user may have forgotten: an environment
+    /// variable, or the default.
+    private var endpointOrigin: String {
+        let environment = ProcessInfo.processInfo.environment
+        if tcp != nil || socket != nil { return "" }
+        if environment["DIFFCAST_TCP"] != nil { return " (from $DIFFCAST_TCP)" }
+        if environment["DIFFCAST_SOCKET"] != nil { return " (from $DIFFCAST_SOCKET)" }
+        return " (the default socket)"
+    }
+
     /// `--token`, else `$DIFFCAST_TOKEN`.
     var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["DIFFCAST_TOKEN"] }
 
@@ -98,15 +128,24 @@ struct ConnectionOptions: ParsableArguments {
             defer { connection.close() }
             return try await body(connection)
         } catch let error as ClientError {
-            throw Self.exit(for: error)
+            throw fail(error)
         }
     }
 
-    /// Says what went wrong on stderr and gives the exit status for it.
-    static func exit(for error: ClientError) -> ExitCode {
-        FileHandle.standardError.write(Data("diffcast: \(error)\n".utf8))
-        if case .response = error { return ExitCode(1) }
-        return ExitCode(3)
+    /// Says what went wrong on stderr (for a failed connection, also where its address came
+    /// from) and gives the exit status for it.
+    func fail(_ error: ClientError) -> ExitCode {
+        switch error {
+        case .response:
+            notice("\(error)")
+            return ExitCode(1)
+        case .cannotConnect(let endpoint, let cause):
+            notice("cannot connect to \(endpoint)\(endpointOrigin): \(cause)")
+            return ExitCode(3)
+        case .disconnected, .protocolViolation:
+            notice("\(error)")
+            return ExitCode(3)
+        }
     }
 
     /// Prints a response: as received with `--json`, else what `human` makes of it.

@@ -7,34 +7,46 @@ struct Subscribe: AsyncParsableCommand {
         commandName: "sub",
         abstract: "Follow collections: print every change, verified against the daemon's digest.",
         discussion: """
-            Keeps a mirror of each collection and checks the digest of every version. After a
-            divergence it subscribes again (a snapshot follows); after a lost connection it
-            reconnects and resumes from the version it holds. Notices go to stderr.
+            Keeps a mirror of each collection and checks the digest of every version. After a \
+            divergence it subscribes again (a snapshot follows); after a lost connection it \
+            reconnects and resumes from the version it holds; after a drop it says so and \
+            follows the collection again when it is created anew. Notices go to stderr.
+
+            With --state FILE the mirrors are kept in FILE, rewritten after every version, and \
+            a later `diffcast sub` with the same FILE resumes from them: the daemon sends one \
+            changeset from the version kept (a snapshot only when its history does not reach \
+            back that far), verified like every other.
             """)
 
     @OptionGroup var options: ConnectionOptions
     @Argument(help: "The collections to follow.") var collections: [String]
-    @Option(help: "Resume from this version (with --epoch): one changeset instead of a snapshot.")
-    var since: UInt64?
-    @Option(help: "The epoch the --since version belongs to.") var epoch: String?
+    @Option(
+        help: ArgumentHelp(
+            "Keep the verified mirrors in this file, and resume from what it holds.", valueName: "file"))
+    var state: String?
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "Items of a snapshot to print (the rest are counted).") var snapshotItems = 50
 
     func validate() throws {
-        guard (since == nil) == (epoch == nil) else { throw ValidationError("--since and --epoch go together") }
         guard !collections.isEmpty else { throw ValidationError("name at least one collection") }
     }
 
     func run() async throws {
-        let endpoint = try options.endpoint()
-        var resume: [String: Follower.Position] = [:]
-        if let since, let epoch {
-            for name in collections { resume[name] = .init(version: since, epoch: epoch) }
+        var mirrors: [String: CollectionMirror] = [:]
+        var keeper: MirrorKeeper?
+        if let state {
+            var file = try StateFile(path: state)
+            mirrors = resumable(from: &file)
+            do {
+                try file.write()
+            } catch {
+                throw ValidationError("--state: \(error)")
+            }
+            keeper = MirrorKeeper(file)
         }
         let follower = Follower(
-            endpoint: endpoint, token: options.resolvedToken,
-            collections: collections, resume: resume)
-        var mirrors: [String: CollectionMirror] = [:]
+            endpoint: try options.endpoint(), token: options.resolvedToken, collections: collections,
+            resume: mirrors)
         var events = 0
         let style = Style.forStandardOutput
         do {
@@ -44,30 +56,58 @@ struct Subscribe: AsyncParsableCommand {
                 case .disconnected(let why):
                     notice("\(why); reconnecting")
                 case .subscribed(let version):
-                    notice("subscribed to \(name) at version \(version)")
+                    notice(subscribedNotice(name, version: version, held: update.mirror.version))
                 case .diverged(let why):
                     notice("\(name) diverged (\(why)); subscribing again")
                 case .snapshot(let raw), .changed(_, let raw):
-                    if options.json {
-                        print(raw.canonicalText)
-                    } else {
-                        print(describe(update, previous: mirrors[name], style: style))
-                    }
+                    keeper?.keep(update.mirror, of: name)
+                    print(options.json ? raw.canonicalText : describe(update, previous: mirrors[name], style: style))
                     events += 1
                 case .dropped:
+                    keeper?.keep(nil, of: name)
                     print(
                         options.json
                             ? #"{"event":"dropped","collection":\#(JSONValue.string(name).canonicalText)}"#
                             : "\(style.bold(name)) dropped")
                     events += 1
                 }
-                mirrors[name] = update.mirror
+                if update.collection != nil { mirrors[name] = update.mirror }
                 fflush(nil)
                 if let count, events >= count { return }
             }
         } catch let error as ClientError {
-            throw ConnectionOptions.exit(for: error)
+            throw options.fail(error)
         }
+    }
+
+    /// The verified mirrors of the followed collections that the state file holds; one that does
+    /// not verify is reported and followed from a snapshot.
+    private func resumable(from file: inout StateFile) -> [String: CollectionMirror] {
+        var mirrors: [String: CollectionMirror] = [:]
+        for (name, held) in file.takeMirrors(of: collections) {
+            switch held {
+            case .success(let mirror):
+                mirrors[name] = mirror
+                notice(
+                    "resuming \(name) from version \(mirror.version.map(String.init) ?? "?") "
+                        + "(epoch \(mirror.epoch ?? "?")) kept in \(file.path)")
+            case .failure(let divergence):
+                notice("\(file.path): the mirror of \(name) does not verify (\(divergence)); following it anew")
+            }
+        }
+        return mirrors
+    }
+
+    /// What a subscription's version means: version 0 is a collection nobody has written yet (as
+    /// a mistyped name is), which `subscribe` has just made.
+    private func subscribedNotice(_ name: String, version: UInt64, held: UInt64?) -> String {
+        if version == 0 {
+            return "collection '\(name)' does not exist yet; waiting for its first write"
+        }
+        if held == version {
+            return "subscribed to \(name) at version \(version): the mirror kept is current"
+        }
+        return "subscribed to \(name) at version \(version)"
     }
 
     private func describe(_ update: Follower.Update, previous: CollectionMirror?, style: Style) -> String {
@@ -79,13 +119,20 @@ struct Subscribe: AsyncParsableCommand {
         case .snapshot:
             let lines = Text.outline(mirror.sections, style: style, limit: snapshotItems)
             return (["\(header) snapshot, epoch \(mirror.epoch ?? "?")  \(digest)"] + lines).joined(separator: "\n")
-        case .changed(let changeset, _):
+        case .changed(let changeset, let raw):
             let oldData = Self.data(of: changeset.items.updated.map(\.id), in: previous?.snapshot)
             let lines = Text.changes(changeset, previous: { oldData[$0] }, style: style)
-            return (["\(header)  \(digest)"] + lines).joined(separator: "\n")
+            return (["\(header)\(Self.catchUp(raw, to: mirror.version))  \(digest)"] + lines).joined(separator: "\n")
         default:
             return header
         }
+    }
+
+    /// ` (from vN)` for a changeset that spans several versions (a catch-up), else nothing.
+    private static func catchUp(_ event: JSONValue, to version: UInt64?) -> String {
+        guard case .number(let text) = event["from"], let from = UInt64(text), let version, version != from + 1
+        else { return "" }
+        return " (from v\(from))"
     }
 
     /// The data of the named items in a state (one walk, only when something was updated).
@@ -100,8 +147,32 @@ struct Subscribe: AsyncParsableCommand {
         }
         return found
     }
+}
 
-    private func notice(_ text: String) {
-        FileHandle.standardError.write(Data("diffcast: \(text)\n".utf8))
+/// Says something on stderr, after `diffcast: `.
+func notice(_ text: String) {
+    FileHandle.standardError.write(Data("diffcast: \(text)\n".utf8))
+}
+
+/// Keeps `sub`'s mirrors in its state file after every version. A failed write is said once (and
+/// its end once): FILE still holds the last version written, from which a later `sub` resumes
+/// just as well.
+private struct MirrorKeeper {
+    var file: StateFile
+    var failing = false
+
+    init(_ file: StateFile) {
+        self.file = file
+    }
+
+    mutating func keep(_ mirror: CollectionMirror?, of name: String) {
+        do {
+            try file.store(mirror, of: name)
+            if failing { notice("\(file.path) is written again") }
+            failing = false
+        } catch {
+            if !failing { notice("\(error); \(file.path) keeps an earlier version") }
+            failing = true
+        }
     }
 }

@@ -1,6 +1,10 @@
 import json
+import os
 import queue
+import shutil
 import signal
+import socket
+import subprocess
 import threading
 import time
 
@@ -104,7 +108,7 @@ def test_exit_statuses(diffcast, tmp_path):
     assert refused.returncode == 1 and "unknown_item" in refused.stderr and "ghost" in refused.stderr
     duplicate = diffcast.run("append_items", "c", "a", check=False)
     assert duplicate.returncode == 1 and "duplicate_identifier" in duplicate.stderr
-    for usage in (["nonsense"], ["get"], ["update_items", "c", "--id", "a", "--data", "n:={"], ["sub", "c", "--since", "3"],
+    for usage in (["nonsense"], ["get"], ["update_items", "c", "--id", "a", "--data", "n:={"], ["sub", "c", "--state"],
                   ["append_items"], ["move_item", "c", "a", "b"], ["apply", "c", str(tmp_path / "missing.json")]):
         result = diffcast.run(*usage, check=False)
         assert result.returncode == 2, (usage, result.returncode, result.stderr)
@@ -196,3 +200,228 @@ def test_sub_notices_a_damaged_event_and_subscribes_again(daemon, diffcast):
     assert [e["event"] for e in events[1:]].count("snapshot") == 1
     assert events[-1]["digest"] == diffcast.json("get", "c")["digest"]
     proxy.close()
+
+
+def header_lines(collection, lines):
+    """The `COLLECTION vN …` lines of `sub`'s readable output: one per event."""
+    return [line for line in lines if line.startswith(collection + " v")]
+
+
+def read_until(stream, predicate, timeout=20):
+    """Lines of a child's output up to and including the first that satisfies `predicate`."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while not lines or not predicate(lines[-1]):
+        assert time.monotonic() < deadline, "never came: %s" % lines[-5:]
+        line = read_line(stream, timeout=max(0.1, deadline - time.monotonic()))
+        assert line is not None, "ended: %s" % lines[-5:]
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+def test_sub_resumes_from_its_state_file_with_one_changeset(diffcast, tmp_path):
+    state = tmp_path / "c.mirror"
+    diffcast.run("apply", "c", "-", input='[{"id":"s","items":[{"id":"t1","data":{"likes":1}}]}]')
+    sub = diffcast.start("sub", "c", "--state", str(state))
+    read_until(sub.stdout, lambda line: line.startswith("c v1 snapshot"))
+    diffcast.run("append_items", "c", "t2")
+    read_until(sub.stdout, lambda line: line.startswith("c v2 "))
+    sub.terminate()
+    sub.wait(timeout=10)
+    kept = [json.loads(line) for line in state.read_text().splitlines()]
+    assert [(k["event"], k["collection"], k["version"]) for k in kept] == [("snapshot", "c", 2)]
+    assert kept[0]["digest"] == diffcast.json("get", "c")["digest"]
+
+    diffcast.run("update_items", "c", "--id", "t1", "--data", "likes:=2")
+    diffcast.run("append_items", "c", "t3")
+    diffcast.run("move_item", "c", "t3", "--before", "t1")
+    final = diffcast.json("get", "c")
+    assert final["version"] == 5
+    again = diffcast.start("sub", "c", "--state", str(state))
+    lines = read_until(again.stdout, lambda line: line.startswith("c v5"))
+    diffcast.run("delete_items", "c", "t2")
+    lines += read_until(again.stdout, lambda line: line.startswith("c v6"))
+    again.terminate()
+    again.wait(timeout=10)
+    errors = again.stderr.read()
+    assert "resuming c from version 2 (epoch %s) kept in %s" % (final["epoch"], state) in errors
+    # One changeset brings the three versions, verified; then the chain goes on.
+    assert header_lines("c", lines) == ["c v5 (from v2)  digest %s ok" % final["digest"], lines[-1]]
+    assert lines[-1].startswith("c v6  digest ") and lines[-1].endswith(" ok")
+    assert "~ [0,1] t1 likes 1→2" in lines and "+ [0,0] t3" in lines
+    assert not any("snapshot" in line for line in lines), lines
+    assert json.loads(state.read_text())["digest"] == diffcast.json("get", "c")["digest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.mirror"], "a temporary file was left behind"
+
+
+def test_sub_state_file_is_checked_before_it_is_trusted_or_overwritten(diffcast, tmp_path):
+    diffcast.run("apply", "c", "-", input='[{"id":"s","items":["a"]}]')
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a mirror\n")
+    refused = diffcast.run("sub", "c", "--state", str(notes), check=False)
+    assert refused.returncode == 2 and "is not a diffcast state file" in refused.stderr, refused.stderr
+    assert notes.read_text() == "not a mirror\n"
+    state = tmp_path / "c.mirror"
+    diffcast.run("sub", "c", "--state", str(state), "--count", "1")
+    kept = json.loads(state.read_text())
+    kept["digest"] = "0" * 16
+    state.write_text(json.dumps(kept) + "\n")
+    damaged = diffcast.run("sub", "c", "--state", str(state), "--count", "1")
+    assert "the mirror of c does not verify" in damaged.stderr and "digest" in damaged.stderr
+    assert damaged.stdout.startswith("c v1 snapshot")
+    assert json.loads(state.read_text())["digest"] == diffcast.json("get", "c")["digest"]
+
+
+def test_apply_takes_the_json_on_the_command_line(diffcast, tmp_path):
+    assert diffcast.run("apply", "c", '{"sections":[{"id":"s","items":["a"]}]}').stdout == "ok, version 1\n"
+    diffcast.run("apply", "c", '[{"id":"s","items":["a","b"]}]')
+    diffcast.run("apply", "c", "-", input='{"sections":[{"id":"s","items":["a","b","c"]}]}')
+    sections = tmp_path / "sections.json"
+    sections.write_text('[{"id":"s","items":["a","b","c","d"]}]')
+    diffcast.run("apply", "c", str(sections))
+    assert diffcast.json("get", "c")["sections"] == [{"id": "s", "items": ["a", "b", "c", "d"]}]
+    typo = diffcast.run("apply", "c", '{"sectons":[]}', check=False)
+    assert typo.returncode == 2 and "neither" in typo.stderr
+
+
+def test_a_data_word_without_equals_is_a_usage_error(diffcast):
+    diffcast.run("apply", "feed", "-", input='[{"id":"s","items":[{"id":"t1","data":{"likes":1}}]}]')
+    for arguments, word in [
+        (["append_items", "feed", "--id", "t10", "--data", "note"], "note"),
+        (["update_items", "feed", "--id", "t1", "--data", "likes"], "likes"),
+        (["update_items", "feed", "--id", "t1", "--data", "likes:=2", "oops"], "oops"),
+    ]:
+        result = diffcast.run(*arguments, check=False)
+        assert result.returncode == 2, (arguments, result.stderr)
+        assert "'%s'" % word in result.stderr, result.stderr
+        assert "%s=TEXT" % word in result.stderr and "%s:=JSON" % word in result.stderr, result.stderr
+    state = diffcast.json("get", "feed")
+    assert state["version"] == 1 and state["sections"][0]["items"] == [{"id": "t1", "data": {"likes": 1}}]
+
+
+def test_drop_says_what_it_dropped(diffcast):
+    diffcast.run("append_sections", "feed", "s")
+    assert diffcast.run("drop", "feed").stdout == "ok, dropped feed\n"
+
+
+def test_sub_follows_a_collection_dropped_and_made_again(diffcast):
+    diffcast.run("apply", "feed", "-", input='[{"id":"s","items":["a"]}]')
+    sub = diffcast.start("sub", "feed")
+    read_until(sub.stdout, lambda line: line.startswith("feed v1 snapshot"))
+    diffcast.run("drop", "feed")
+    read_until(sub.stdout, lambda line: line == "feed dropped")
+    diffcast.wait_for_subscribers("feed")
+    diffcast.run("append_sections", "feed", "t")
+    lines = read_until(sub.stdout, lambda line: line == "+ section t [0]")
+    sub.terminate()
+    sub.wait(timeout=10)
+    assert [line.split("  ")[0].split(",")[0] for line in header_lines("feed", lines)] == ["feed v0 snapshot", "feed v1"]
+    epoch = diffcast.json("get", "feed")["epoch"]
+    assert any(line.startswith("feed v0 snapshot, epoch %s " % epoch) for line in lines)
+    assert "collection 'feed' does not exist yet; waiting for its first write" in sub.stderr.read()
+
+
+def test_sub_says_when_a_collection_does_not_exist(diffcast):
+    diffcast.run("append_sections", "slow", "s")
+    typo = diffcast.start("sub", "slwo")
+    notice = read_line(typo.stderr)
+    typo.terminate()
+    typo.wait(timeout=10)
+    assert notice == "diffcast: collection 'slwo' does not exist yet; waiting for its first write\n"
+    existing = diffcast.run("sub", "slow", "--count", "1")
+    assert "does not exist" not in existing.stderr and "subscribed to slow at version 1" in existing.stderr
+
+
+def test_connect_errors_name_the_path_and_the_cause(tmp_path):
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    plain = tmp_path / "a-file"
+    plain.write_text("")
+    stale = tmp_path / "stale.sock"
+    bound = socket.socket(socket.AF_UNIX)
+    bound.bind(str(stale))  # bound, never listening: what a daemon that died leaves
+    cases = [
+        (directory, "it is a directory, not a socket"),
+        (plain, "it is a regular file, not a socket"),
+        (tmp_path / "missing.sock", "no such file: is diffcastd running"),
+        (stale, "connection refused: a stale socket file that no daemon serves"),
+    ]
+    for path, cause in cases:
+        result = Command(str(path)).run("ping", check=False)
+        assert result.returncode == 3, result
+        assert result.stderr.startswith("diffcast: cannot connect to %s (from $DIFFCAST_SOCKET): %s" % (path, cause)), \
+            result.stderr
+        assert "left behind" not in result.stderr
+    bound.close()
+
+
+def test_connect_error_says_permission_denied(tmp_path):
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root may open any socket, and setpriv is missing to be someone else")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o755)
+    path = closed / "daemon.sock"
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(path))
+    listening.listen()
+    os.chmod(path, 0)
+    result = subprocess.run(
+        as_nobody + [binary("diffcast"), "ping", "--socket", str(path)], capture_output=True, text=True, timeout=60)
+    listening.close()
+    assert result.returncode == 3 and str(path) in result.stderr and "permission denied" in result.stderr, result.stderr
+
+
+def help_of(diffcast, *command):
+    text = diffcast.run(*command, "--help").stdout
+    # help2man writes each byte of a character beyond ASCII as '?': the man page showed '???'.
+    assert text.isascii(), [line for line in text.splitlines() if not line.isascii()]
+    return text
+
+
+def examples(text):
+    """The `$ diffcast …` lines of a help text, without the prompt."""
+    lines = [line for line in text.splitlines() if line.lstrip().startswith("$ ")]
+    assert all(len(line) <= 80 for line in lines), "an example wraps in 80 columns: %s" % lines
+    return [line.lstrip()[2:] for line in lines]
+
+
+def run_in_shell(diffcast, line, directory):
+    result = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=diffcast.environment,
+                            cwd=directory, timeout=60)
+    assert result.returncode == 0, (line, result.stderr)
+    return result
+
+
+# The order in which every op's example makes sense on one collection.
+OPS = ["append_sections", "insert_sections", "move_section", "update_sections", "reload_sections", "append_items",
+       "insert_items", "move_item", "update_items", "reload_items", "reconfigure_items", "delete_items", "batch",
+       "delete_sections", "delete_all", "drop"]
+
+
+def test_help_documents_every_op_with_examples_that_run(diffcast, tmp_path):
+    for op in OPS:
+        text = help_of(diffcast, op)
+        assert "<words>" not in text, op
+        (example,) = examples(text)
+        assert example.startswith("diffcast %s feed" % op), (op, example)
+        run_in_shell(diffcast, example, tmp_path)
+    appending = help_of(diffcast, "append_items")
+    for option in ("--id <id>", "--data <key=value> ...", "--data-json <json>", "--section <section>"):
+        (row,) = [line for line in appending.splitlines() if line.startswith("  " + option + " ")]
+        assert row[len(option) + 2:].strip(), "%s has no description" % option
+    assert "--before <id>" in help_of(diffcast, "insert_items") and "--after <id>" in help_of(diffcast, "move_section")
+    assert "--state <file>" in help_of(diffcast, "sub")
+
+    top = help_of(diffcast)
+    lines = examples(top)
+    assert len(lines) >= 3 and all(line.startswith("diffcast ") for line in lines)
+    for line in lines:  # each one line, as a user pastes it
+        run_in_shell(diffcast, line + (" --count 1" if line.startswith("diffcast sub ") else ""), tmp_path)
+    assert diffcast.json("get", "feed")["sections"][0]["items"][-1]["data"]["msg"] == 'disk "sda" at 91%'
+    (apply_example, _) = examples(help_of(diffcast, "apply"))
+    run_in_shell(diffcast, apply_example, tmp_path)
+    if shutil.which("help2man"):
+        manual = subprocess.run(["help2man", "--no-info", "--version-string", "0", binary("diffcast")],
+                                capture_output=True, text=True, env=diffcast.environment, check=True).stdout
+        assert "???" not in manual
