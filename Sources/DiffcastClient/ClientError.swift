@@ -16,7 +16,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotConnect(let endpoint, let cause): "cannot connect to \(endpoint): \(cause)"
-        case .response(let code, let message): "\(code): \(message)"
+        case .response(let code, let message):
+            // Some messages open with their code in words ("unauthorized: …"): said once.
+            "\(code): \(message.dropPrefix(String(code.map { $0 == "_" ? " " : $0 }) + ": "))"
         case .disconnected(let why): "disconnected: \(why)"
         case .protocolViolation(let what): "protocol violation: \(what)"
         }
@@ -53,5 +55,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case S_IFREG: "a regular file"
         default: "a special file"
         }
+    }
+}
+
+extension String {
+    fileprivate func dropPrefix(_ prefix: String) -> Substring {
+        hasPrefix(prefix) ? dropFirst(prefix.count) : self[...]
     }
 }

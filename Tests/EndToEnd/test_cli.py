@@ -425,3 +425,17 @@ def test_help_documents_every_op_with_examples_that_run(diffcast, tmp_path):
         manual = subprocess.run(["help2man", "--no-info", "--version-string", "0", binary("diffcast")],
                                 capture_output=True, text=True, env=diffcast.environment, check=True).stdout
         assert "???" not in manual
+
+
+def test_a_tcp_refusal_says_unauthorized_once_and_where_the_token_goes():
+    port = 20000 + os.getpid() % 10000
+    with Daemon(binary("diffcastd"), ["--tcp", "127.0.0.1:%d" % port, "--tcp-token", "s3cret"]) as daemon:
+        diffcast = Command(daemon.socket_path)
+        diffcast.environment.pop("DIFFCAST_TOKEN", None)
+        refused = diffcast.run("get", "c", "--tcp", "127.0.0.1:%d" % port, check=False)
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stderr.count("unauthorized") == 1, refused.stderr
+        assert "--tcp-token" in refused.stderr and "DIFFCAST_TOKEN" in refused.stderr, refused.stderr
+        diffcast.environment["DIFFCAST_TOKEN"] = "s3cret"
+        diffcast.run("apply", "c", '{"sections":[{"id":"s"}]}', "--tcp", "127.0.0.1:%d" % port)
+        assert diffcast.json("get", "c", "--tcp", "127.0.0.1:%d" % port)["version"] == 1
