@@ -22,7 +22,7 @@ RUNTIME_PACKAGES := libuv1 libnats3.4
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps backbone-deps runtime-deps build release stamp run test test-clients test-backbone conformance soak bench \
+.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize build release stamp run test test-clients test-backbone conformance soak bench \
 	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
@@ -107,6 +107,25 @@ conformance: release
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+
+# The Swift suites under AddressSanitizer, and then ThreadSanitizer, with the daemon under test
+# built with the same sanitizer (DIFFCASTD). Reports go to files in $(SANITIZER_REPORTS), from the
+# test process and every daemon it starts: any report fails the target, even one from a daemon
+# whose death no test noticed.
+SANITIZER_REPORTS := $(abspath .build-sanitizer-reports)
+test-sanitize: deps
+	rm -rf $(SANITIZER_REPORTS) && mkdir -p $(SANITIZER_REPORTS)
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
+	DIFFCAST_SANITIZER=address DIFFCASTD=$(abspath .build-asan/debug/diffcastd) \
+	  ASAN_OPTIONS=log_path=$(SANITIZER_REPORTS)/asan:detect_leaks=0 \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --no-parallel
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	DIFFCAST_SANITIZER=thread DIFFCASTD=$(abspath .build-tsan/debug/diffcastd) \
+	  TSAN_OPTIONS=log_path=$(SANITIZER_REPORTS)/tsan:halt_on_error=0 \
+	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --no-parallel
+	@if ls $(SANITIZER_REPORTS)/* >/dev/null 2>&1; then \
+	  echo "sanitizer reports in $(SANITIZER_REPORTS):"; head -60 $(SANITIZER_REPORTS)/*; exit 1; \
+	else echo "sanitizers: no reports"; fi
 
 # The crash test for longer: CYCLES kill -9/restart cycles (200 by default).
 soak: deps
