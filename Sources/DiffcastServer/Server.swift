@@ -126,6 +126,7 @@ public final class Server {
                 metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
                     metrics.connections.set(Int64(connections.count))
                     metrics.subscriptions.set(Int64(subscribers.values.reduce(0) { $0 + $1.count }))
+                    if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
             }

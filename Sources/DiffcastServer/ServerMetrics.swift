@@ -20,6 +20,7 @@ public final class ServerMetrics: Sendable {
     let catchUps: Counter
     let slowDisconnects: Counter
     let readOnly: Gauge
+    let backboneLogBehind: Gauge
     let applyBatchSeconds: DurationHistogram
     let writeAcknowledgementSeconds: DurationHistogram
     let logSyncSeconds: DurationHistogram
@@ -58,6 +59,8 @@ public final class ServerMetrics: Sendable {
         catchUps = counter("catch_ups", "Catch-ups sent to subscribers that fell behind.")
         slowDisconnects = counter("slow_disconnects", "Slow subscribers disconnected by policy.")
         readOnly = gauge("read_only", "1 while writes are refused because the state directory takes none.")
+        backboneLogBehind = gauge(
+            "backbone_log_behind", "Shared-log sequences the stream held past the last that reached this daemon.")
         applyBatchSeconds = latency("apply_batch", "Time to apply, diff, encode and log one apply-queue batch.")
         writeAcknowledgementSeconds = latency(
             "write_ack", "From a write reaching the apply queue to its answer reaching the loop.")

@@ -44,6 +44,11 @@ def converged(daemons, collection):
     )
 
 
+def backbone_stats(daemon):
+    with daemon.client() as client:
+        return client.stats()["backbone"]
+
+
 def items(answer):
     return [item if isinstance(item, str) else item["id"] for section in answer["sections"] for item in section["items"]]
 
@@ -56,6 +61,8 @@ def check_run(survivors, writers, subscribers, collection):
     for writer in writers:
         writer.join(timeout=60)
     wait_until(lambda: converged(survivors, collection), what="the daemons to converge")
+    # A daemon that follows the log says how far behind the stream it is: nothing, once converged.
+    wait_until(lambda: all(backbone_stats(daemon)["log_behind"] == 0 for daemon in survivors), what="log_behind 0")
     final = state(survivors[0], collection)
     held = items(final)
     assert len(held) == len(set(held)), "an item is held twice"
