@@ -25,6 +25,11 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // The HTTP front end's C libraries: http_parser, wslay (WebSocket framing), libcrypto.
+        .systemLibrary(
+            name: "CHTTP",
+            providers: [.apt(["libhttp-parser-dev", "libwslay-dev", "libssl-dev"])]
+        ),
         .systemLibrary(
             name: "CNATS",
             pkgConfig: "libnats",
@@ -34,13 +39,16 @@ let package = Package(
         .target(name: "CBuildInfo"),
         .target(name: "DiffcastCore"),
         .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
+        // HTTP/1.1, Server-Sent Events and WebSocket framing, the routes of the HTTP API, and the
+        // page and script it serves: codecs without sockets, which the server's connections use.
+        .target(name: "DiffcastHTTP", dependencies: ["DiffcastWire", "CHTTP"]),
         // A client of the daemon: a connection (pipelined requests, events), and a follower that
         // keeps verified mirrors of collections across divergences and reconnects.
         .target(name: "DiffcastClient", dependencies: ["DiffcastCore", "DiffcastWire"]),
         .target(
             name: "DiffcastServer",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "CLibUV",
+                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "CLibUV",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
@@ -92,6 +100,7 @@ let package = Package(
         .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
+        .testTarget(name: "DiffcastHTTPTests", dependencies: ["DiffcastHTTP"]),
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [

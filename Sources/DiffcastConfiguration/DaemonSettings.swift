@@ -9,6 +9,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var tcp: String?
     public var tcpToken: String?
     public var metrics: String?
+    public var http: String?
+    public var httpOrigins: [String] = []
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
     public var maxUnsentBytes = 8 * 1024 * 1024
@@ -38,7 +40,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case coalesceWindowMs = "coalesce_window_ms", historyVersions = "history_versions", stateDir = "state_dir"
         case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
         case maxConnections = "max_connections", maxCollections = "max_collections"
-        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics
+        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics, http
+        case httpOrigins = "http_origins"
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
     }
@@ -51,6 +54,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         tcp = try file.decodeIfPresent(String.self, forKey: .tcp)
         tcpToken = try file.decodeIfPresent(String.self, forKey: .tcpToken)
         metrics = try file.decodeIfPresent(String.self, forKey: .metrics)
+        http = try file.decodeIfPresent(String.self, forKey: .http)
+        httpOrigins = try file.decodeIfPresent([String].self, forKey: .httpOrigins) ?? defaults.httpOrigins
         logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
         maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
         maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
@@ -161,9 +166,10 @@ public struct ValidatedSettings: Sendable {
         if let address = settings.metrics, !address.contains(":") {
             throw SettingsError("metrics: expected HOST:PORT (e.g. 127.0.0.1:9464), got '\(address)'")
         }
-        if let address = settings.tcp, settings.tcpToken == nil, !Self.isLoopback(address) {
+        for (key, address) in [("tcp", settings.tcp), ("http", settings.http)] {
+            guard let address, settings.tcpToken == nil, !Self.isLoopback(address) else { continue }
             throw SettingsError(
-                "tcp: '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
+                "\(key): '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
                     + "and write; set tcp_token (--tcp-token) or listen on a loopback address (127.0.0.1, [::1])")
         }
         if let backbone = settings.backbone {
@@ -185,6 +191,8 @@ public struct ValidatedSettings: Sendable {
         server.tcpAddress = settings.tcp
         server.tcpToken = settings.tcpToken
         server.metricsAddress = settings.metrics
+        server.httpAddress = settings.http
+        server.httpOrigins = settings.httpOrigins
         server.maximumLineBytes = settings.maxLineBytes
         server.maximumUnsentBytes = settings.maxUnsentBytes
         server.slowSubscriberPolicy = policy
@@ -223,6 +231,7 @@ public struct ValidatedSettings: Sendable {
         if old.socket != new.socket { keys.append("socket") }
         if old.tcp != new.tcp { keys.append("tcp") }
         if old.metrics != new.metrics { keys.append("metrics") }
+        if old.http != new.http || old.httpOrigins != new.httpOrigins { keys.append("http") }
         if old.stateDir != new.stateDir { keys.append("state_dir") }
         if old.sync != new.sync { keys.append("sync") }
         if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }

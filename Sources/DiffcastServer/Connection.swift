@@ -1,13 +1,17 @@
 import CLibUV
+import DiffcastHTTP
 import DiffcastWire
 
-/// One client stream on the loop thread: frames lines in, sends responses in request order,
-/// and queues outbound bytes. It knows nothing of collections; `Server` decides what to send.
+/// One client stream on the loop thread: frames requests in, sends responses in request order,
+/// and queues outbound bytes, framed for its transport. It knows nothing of collections;
+/// `Server` decides what to send.
 final class Connection {
     let id: ConnectionID
     /// A `uv_pipe_t` or `uv_tcp_t`, allocated and zeroed by us, freed in its close callback.
     let handle: UnsafeMutableRawPointer
     var framer: LineFramer
+    /// How requests arrive and answers and events leave: lines, or HTTP and what it became.
+    var transport: Transport = .lines
     /// Subscriptions of this connection by collection name.
     var subscriptions: [String: Subscription] = [:]
     /// Whether the peer may publish: false until a TCP client authenticates, when a token is set.
@@ -54,6 +58,12 @@ final class Connection {
         return nextSlot
     }
 
+    /// Reserves the slot of a request that HTTP answers as `exchange`.
+    func reserveSlot(answeredAs exchange: HTTPExchange) -> UInt64 {
+        if case .http(let exchanges) = transport { exchanges.pending.append(exchange) }
+        return reserveSlot()
+    }
+
     /// Places a response; it is sent once every earlier request has been answered and, for a
     /// write, once this connection has been sent the event of the version it names (read your
     /// writes, also while the connection is behind and waits for a catch-up).
@@ -61,7 +71,7 @@ final class Connection {
         guard slot >= nextSlotToSend else { return }
         // The usual case, an answer in turn, goes out without a detour through the dictionary.
         if slot == nextSlotToSend, hasBeenSent(event) {
-            enqueue(response)
+            enqueue(answer: response)
             nextSlotToSend += 1
         } else {
             answeredOutOfTurn[slot] = PendingAnswer(bytes: response, after: event)
@@ -74,7 +84,7 @@ final class Connection {
     func releaseAnswers() {
         while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
             answeredOutOfTurn[nextSlotToSend] = nil
-            enqueue(ready.bytes)
+            enqueue(answer: ready.bytes)
             nextSlotToSend += 1
         }
     }
@@ -91,6 +101,46 @@ final class Connection {
         outbound.append(bytes)
         outboundBytes += bytes.count
     }
+
+    private func enqueue(_ bytes: [UInt8]) {
+        enqueue(SharedBytes(bytes))
+    }
+
+    /// Queues an event line, framed for the transport (the line's bytes are shared, not
+    /// copied, except into WebSocket frames).
+    func enqueue(event: SharedBytes) {
+        switch transport {
+        case .lines, .http: enqueue(event)
+        case .eventStream:
+            enqueue(event.withUnsafeBytes(ServerSentEvents.prefix))
+            enqueue(event)
+            enqueue(Self.newline)
+        case .webSocket(let codec): enqueue(event.withUnsafeBytes(codec.frame))
+        }
+    }
+
+    /// Queues the answer next in turn, framed for the transport.
+    private func enqueue(answer: SharedBytes) {
+        switch transport {
+        case .lines: enqueue(answer)
+        case .webSocket(let codec): enqueue(answer.withUnsafeBytes(codec.frame))
+        case .eventStream:
+            // The stream's events say what the subscribe's success would; a refusal is sent as
+            // an `error` event, and the stream ends.
+            guard answer.withUnsafeBytes(HTTPResponse.status(ofAnswer:)) != 200 else { return }
+            enqueue(Array("event: error\ndata: ".utf8))
+            enqueue(answer)
+            enqueue(Self.newline)
+            peerFinished = true
+        case .http(let exchanges):
+            guard !exchanges.pending.isEmpty else { return enqueue(answer) }
+            let exchange = exchanges.pending.removeFirst()
+            enqueue(exchange.frame(answer))
+            if exchange.closesConnection { peerFinished = true }
+        }
+    }
+
+    private static let newline = SharedBytes([UInt8(ascii: "\n")])
 
     /// Takes up to `limit` queued buffers for one vectored write.
     func takeOutbound(limit: Int) -> [SharedBytes] {
@@ -129,6 +179,71 @@ final class Connection {
         isClosing = true
         outbound = []
         outboundBytes = 0
+    }
+}
+
+/// How a connection's bytes are framed.
+enum Transport {
+    /// Request lines, answer and event lines (the Unix socket, TCP).
+    case lines
+    /// HTTP/1.1 requests; each answer becomes (part of) the response of the request it came from.
+    case http(HTTPExchanges)
+    /// An HTTP response that streams events as Server-Sent Events; nothing more is read.
+    case eventStream
+    /// A WebSocket: one protocol line per text message, both ways.
+    case webSocket(WebSocketCodec)
+}
+
+/// The HTTP requests of a connection whose answers are not yet sent, in request order.
+final class HTTPExchanges {
+    let reader: HTTPRequestReader
+    var pending: [HTTPExchange] = []
+
+    init(reader: HTTPRequestReader) {
+        self.reader = reader
+    }
+}
+
+/// What one answer (one slot) is to its HTTP request.
+struct HTTPExchange {
+    enum Part {
+        /// The answer is a whole HTTP response already.
+        case response
+        /// The answer is the body of the response; its error code sets the status.
+        case only
+        /// One of the answers of a batch (`POST /v1/requests`), sent as chunks of one response.
+        case batchPart(first: Bool, last: Bool)
+    }
+
+    var part: Part
+    var keepAlive: Bool
+    var corsOrigin: String?
+
+    /// The connection closes after this answer.
+    var closesConnection: Bool {
+        switch part {
+        case .response, .only: !keepAlive
+        case .batchPart(_, let last): last && !keepAlive
+        }
+    }
+
+    func frame(_ answer: SharedBytes) -> [UInt8] {
+        let body = answer.bytes
+        switch part {
+        case .response:
+            return body
+        case .only:
+            let status = answer.withUnsafeBytes(HTTPResponse.status(ofAnswer:))
+            return HTTPResponse(status: status, body: body).encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)
+        case .batchPart(let first, let last):
+            var bytes =
+                first
+                ? HTTPResponse.streamingHead(
+                    status: 200, contentType: "application/x-ndjson", chunked: true, corsOrigin: corsOrigin) : []
+            bytes += Array((String(body.count, radix: 16) + "\r\n").utf8) + body + Array("\r\n".utf8)
+            if last { bytes += Array("0\r\n\r\n".utf8) }
+            return bytes
+        }
     }
 }
 

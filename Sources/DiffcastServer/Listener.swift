@@ -37,6 +37,7 @@ enum Listener {
     enum Purpose: UInt {
         case clients = 0
         case metrics = 1
+        case http = 2
     }
 
     /// A TCP listener on `host:port` (IPv4 or IPv6 literal).
@@ -62,7 +63,8 @@ enum Listener {
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: purpose.rawValue)
         return try listen(
             handle, bound: bound,
-            describedAs: purpose == .metrics ? "metrics http://\(address)/metrics" : "tcp \(address)",
+            describedAs: purpose == .metrics
+                ? "metrics http://\(address)/metrics" : purpose == .http ? "http://\(address)/" : "tcp \(address)",
             server: server)
     }
 
@@ -145,7 +147,7 @@ enum Listener {
         if purpose == .metrics, let endpoint = server.metricsEndpoint {
             endpoint.accept(client)
         } else {
-            server.accept(client, isTCP: type == UV_TCP)
+            server.accept(client, isTCP: type == UV_TCP, isHTTP: purpose == .http)
         }
     }
 }

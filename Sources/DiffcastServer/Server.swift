@@ -17,11 +17,11 @@ public final class Server {
     private var listeners: [UnsafeMutableRawPointer] = []
     /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
     public internal(set) var listenerNames: [String] = []
-    private var connections: [ConnectionID: Connection] = [:]
+    var connections: [ConnectionID: Connection] = [:]
     private var subscribers: [String: Set<ConnectionID>] = [:]
     private var lastConnectionID: ConnectionID = 0
     private var pendingJobs: [Job] = []
-    private var dirty: Set<ConnectionID> = []
+    var dirty: Set<ConnectionID> = []
     /// The buffer descriptors of the write being started, kept to be reused.
     private var writeBuffers: [uv_buf_t] = []
     private let readBuffer: UnsafeMutableRawBufferPointer
@@ -122,6 +122,9 @@ public final class Server {
             if inherited.isEmpty, let address = configuration.tcpAddress {
                 listeners.append(try Listener.tcp(address: address, server: self))
             }
+            if let address = configuration.httpAddress {
+                listeners.append(try Listener.tcp(address: address, server: self, purpose: .http))
+            }
             if let metrics, let address = configuration.metricsAddress {
                 metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
                     metrics.connections.set(Int64(connections.count))
@@ -208,7 +211,6 @@ public final class Server {
     /// Status for `systemctl status` every few seconds, and the watchdog ping when systemd asks
     /// for one. Both timers are unreferenced: they never keep the loop alive on their own.
     private func startHousekeeping() {
-        guard systemd.isSupervised else { return }
         func every(_ milliseconds: UInt64, _ callback: @escaping uv_timer_cb) {
             let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
             timer.initialize(to: uv_timer_t())
@@ -217,6 +219,10 @@ public final class Server {
             uv_unref(dc_handle(timer))
             housekeepingTimers.append(timer)
         }
+        if configuration.httpAddress != nil {
+            every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
+        }
+        guard systemd.isSupervised else { return }
         every(5000) { timer in
             guard let server = Server.from(timer) else { return }
             server.systemd.notify("STATUS=\(server.statusLine())")
@@ -237,15 +243,17 @@ public final class Server {
 
     // MARK: - Connections
 
-    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool) {
+    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, isHTTP: Bool = false) {
         lastConnectionID += 1
         counters.connectionsAccepted += 1
         metrics?.connectionsAccepted.increment()
         logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
         let connection = Connection(
             id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
-            isAuthenticated: !isTCP || configuration.tcpToken == nil, isTCP: isTCP)
+            // HTTP requests are checked by the router, token and all, before they become lines.
+            isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
         connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
+        if isHTTP { connection.transport = .http(HTTPExchanges(reader: httpRequestReader())) }
         connections[connection.id] = connection
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
         guard connections.count <= configuration.maximumConnections else {
@@ -334,15 +342,20 @@ public final class Server {
             return
         }
         guard count > 0 else { return }
-        connection.framer.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])) { piece in
-            switch piece {
-            case .line(let line): handleLine(line, from: connection)
-            case .lineTooLong:
-                let slot = connection.reserveSlot()
-                let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
-                logRejected(error, op: nil, on: connection)
-                connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+        let bytes = UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])
+        if case .lines = connection.transport {
+            connection.framer.feed(bytes) { piece in
+                switch piece {
+                case .line(let line): handleLine(line, from: connection)
+                case .lineTooLong:
+                    let slot = connection.reserveSlot()
+                    let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
+                    logRejected(error, op: nil, on: connection)
+                    connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+                }
             }
+        } else {
+            readHTTP(bytes, from: connection)
         }
         dirty.insert(connection.id)
         submitPendingJobs()
@@ -361,7 +374,7 @@ public final class Server {
             ])
     }
 
-    private func handleLine(_ line: [UInt8], from connection: Connection) {
+    func handleLine(_ line: [UInt8], from connection: Connection) {
         // Lines after a policy stop (too many wrong tokens, a slow-subscriber disconnect) that
         // arrived in the same read are not answered.
         guard !connection.peerFinished else { return }
@@ -443,7 +456,7 @@ public final class Server {
     }
 
     /// Reads no more from a connection: what was read is answered, then it is shut down.
-    private func stopReading(_ connection: Connection) {
+    func stopReading(_ connection: Connection) {
         uv_read_stop(dc_stream(connection.handle))
         connection.peerFinished = true
     }
@@ -477,7 +490,7 @@ public final class Server {
     private static let waitingClientRequests: UInt64 = 256
 
     /// Shuts the stream down once every request has its answer and every byte is written.
-    private func finishIfDone(_ connection: Connection) {
+    func finishIfDone(_ connection: Connection) {
         guard connection.peerFinished, !connection.isClosing, connection.outstandingRequests == 0,
             !connection.hasOutbound, !connection.isWriting
         else { return }
@@ -498,7 +511,7 @@ public final class Server {
         }
     }
 
-    private func close(_ connection: Connection) {
+    func close(_ connection: Connection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
@@ -518,7 +531,7 @@ public final class Server {
 
     // MARK: - Writing
 
-    private func flushDirty() {
+    func flushDirty() {
         repeat {
             for id in dirty {
                 guard let connection = connections[id] else { continue }
@@ -737,7 +750,7 @@ public final class Server {
         counters.bytesQueued += UInt64(event.count)
         metrics?.eventsQueued.increment()
         metrics?.bytesQueued.increment(by: Int64(event.count))
-        connection.enqueue(event)
+        connection.enqueue(event: event)
         dirty.insert(connection.id)
     }
 

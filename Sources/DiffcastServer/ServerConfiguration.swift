@@ -18,6 +18,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var tcpToken: String?
     /// `host:port` where `GET /metrics` serves Prometheus text (off unless set).
     public var metricsAddress: String?
+    /// `host:port` of the HTTP front end (the API, Server-Sent Events, WebSocket and the
+    /// inspector page; off unless set). It takes `tcpToken` as its token.
+    public var httpAddress: String?
+    /// Origins whose pages may call the HTTP front end (`*`: any); the daemon's own page always may.
+    public var httpOrigins: [String] = []
     public var maximumLineBytes = 16 * 1024 * 1024
     public var maximumUnsentBytes = 8 * 1024 * 1024
     public var slowSubscriberPolicy = SlowSubscriberPolicy.catchUp

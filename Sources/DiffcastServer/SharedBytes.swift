@@ -17,6 +17,11 @@ public final class SharedBytes: @unchecked Sendable {
     /// A copy of the bytes.
     public var bytes: [UInt8] { [UInt8](UnsafeRawBufferPointer(start: pointer, count: count)) }
 
+    /// Reads the bytes in place.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
     deinit {
         pointer.deallocate()
     }

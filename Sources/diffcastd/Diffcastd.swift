@@ -45,6 +45,13 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; use a loopback address).")
     var metrics: String?
 
+    @Option(
+        help: "Serve HTTP at HOST:PORT: the API, Server-Sent Events, WebSocket and the inspector page (off by default).")
+    var http: String?
+
+    @Option(help: "Origins whose pages may call the HTTP API, comma-separated (* for any).")
+    var httpOrigins: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
@@ -197,6 +204,8 @@ struct Diffcastd: ParsableCommand {
         if let tcp { settings.tcp = tcp }
         if let tcpToken { settings.tcpToken = tcpToken }
         if let metrics { settings.metrics = metrics }
+        if let http { settings.http = http }
+        if let httpOrigins { settings.httpOrigins = httpOrigins.split(separator: ",").map(String.init) }
         if let logLevel { settings.logLevel = logLevel }
         if let maxLineBytes { settings.maxLineBytes = maxLineBytes }
         if let maxUnsentBytes { settings.maxUnsentBytes = maxUnsentBytes }

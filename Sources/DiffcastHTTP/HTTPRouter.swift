@@ -1,0 +1,190 @@
+import DiffcastWire
+
+/// How the front end answers one HTTP request.
+public enum HTTPRoute: Equatable, Sendable {
+    /// Protocol request lines, run as on the socket; their answers make the response: one line
+    /// gives its answer with a status that fits its error code, a batch (`POST /v1/requests`)
+    /// every answer, one per line, with 200.
+    case requests([[UInt8]], batch: Bool)
+    /// A `text/event-stream` of the subscription this request line makes.
+    case eventStream(subscribe: [UInt8])
+    /// The WebSocket handshake is accepted: 101 with this `Sec-WebSocket-Accept`; then every
+    /// text message is one protocol line, both ways.
+    case webSocket(accept: String)
+    /// A response the router made itself (a page, a script, a refusal).
+    case respond(HTTPResponse)
+}
+
+/// Maps HTTP requests to the protocol (`/v1/...`), the inspector page and the JavaScript
+/// client, and applies the front end's access rules: the token (`Authorization: Bearer`, or
+/// `?token=` where a browser cannot set headers: EventSource, WebSocket) and the origins allowed
+/// to call from other pages (CORS; the WebSocket `Origin`). It holds no state.
+public struct HTTPRouter: Sendable {
+    /// When set, every `/v1/` request but the script must present it.
+    public var token: String?
+    /// Origins that pages may call from (`*`: any); the daemon's own pages always may.
+    public var allowedOrigins: [String]
+
+    public init(token: String?, allowedOrigins: [String]) {
+        self.token = token
+        self.allowedOrigins = allowedOrigins
+    }
+
+    /// The `Access-Control-Allow-Origin` value for a request: its origin when allowed.
+    public func corsOrigin(for request: HTTPRequest) -> String? {
+        guard let origin = request.header("origin"), !isSameOrigin(request) else { return nil }
+        if allowedOrigins.contains("*") { return "*" }
+        return allowedOrigins.contains(origin) ? origin : nil
+    }
+
+    public func route(_ request: HTTPRequest) -> HTTPRoute {
+        if let origin = request.header("origin"), !isSameOrigin(request), corsOrigin(for: request) == nil {
+            return .respond(
+                .error(403, code: "unauthorized", "origin '\(origin)' is not allowed (http_origins lists the allowed)"))
+        }
+        let path = request.path
+        if request.method == "OPTIONS" {
+            return .respond(
+                HTTPResponse(
+                    status: 204, body: [],
+                    headers: [
+                        "Access-Control-Allow-Methods: GET, POST, OPTIONS",
+                        "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID",
+                        "Access-Control-Max-Age: 600",
+                    ]))
+        }
+        switch (request.method, path) {
+        case ("GET", "/"), ("GET", "/index.html"):
+            return .respond(HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: WebAssets.page))
+        case ("GET", "/v1/diffcast.js"):
+            return .respond(
+                HTTPResponse(status: 200, contentType: "text/javascript; charset=utf-8", body: WebAssets.script))
+        default:
+            break
+        }
+        guard path.hasPrefix("/v1/") else { return .respond(.error(404, code: "not_found", "no such page: \(path)")) }
+        if let refusal = checkToken(request) { return .respond(refusal) }
+        let segments = path.dropFirst(4).split(separator: "/", omittingEmptySubsequences: false)
+        switch (request.method, segments.count, segments.first) {
+        case ("GET", 1, "collections"):
+            return .requests([Array(#"{"op":"list"}"#.utf8)], batch: false)
+        case (_, 2, "collections"), (_, 3, "collections"):
+            guard let name = PercentDecoding.decode(segments[1]), !name.isEmpty else {
+                return .respond(.error(400, code: "invalid_name", "the collection name is not percent-encoded UTF-8"))
+            }
+            if segments.count == 3 {
+                guard segments[2] == "events" else { break }
+                guard request.method == "GET" else { return methodNotAllowed("GET") }
+                return eventStream(of: name, request)
+            }
+            switch request.method {
+            case "GET": return .requests([line(op: "get", collection: name)], batch: false)
+            case "POST": return post(request.body, to: name)
+            default: return methodNotAllowed("GET, POST")
+            }
+        case ("POST", 1, "requests"):
+            let lines = request.body.split(separator: UInt8(ascii: "\n")).map(Array.init).filter {
+                !$0.allSatisfy { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }
+            }
+            guard !lines.isEmpty else { return .respond(.error(400, code: "parse_error", "no request lines")) }
+            return .requests(lines, batch: true)
+        case ("GET", 1, "ws"):
+            return webSocket(request)
+        case (_, 1, "collections"), (_, 1, "requests"), (_, 1, "ws"):
+            return methodNotAllowed(segments.first == "requests" ? "POST" : "GET")
+        default:
+            break
+        }
+        return .respond(.error(404, code: "not_found", "no such endpoint: \(request.method) \(path)"))
+    }
+
+    // MARK: - Routes
+
+    /// One request as the body, its collection from the path.
+    private func post(_ body: [UInt8], to name: String) -> HTTPRoute {
+        guard case .object(var members)? = try? JSONParser.parse(body, maximumDepth: 256) else {
+            return .respond(.error(400, code: "parse_error", "the body must be one request as a JSON object"))
+        }
+        if let given = members.first(where: { $0.key == "collection" }) {
+            guard given.value == .string(name) else {
+                return .respond(
+                    .error(400, code: "invalid_argument", "the body names another collection than the path"))
+            }
+        } else {
+            members.append(.init("collection", .string(name)))
+        }
+        var output = JSONOutput()
+        output.append(.object(members))
+        return .requests([output.bytes], batch: false)
+    }
+
+    /// `subscribe`, resuming from `Last-Event-ID` (which EventSource sends by itself when it
+    /// reconnects) or from `since`/`epoch` in the query.
+    private func eventStream(of name: String, _ request: HTTPRequest) -> HTTPRoute {
+        let query = request.query
+        var members: [JSONValue.Member] = [.init("op", "subscribe"), .init("collection", .string(name))]
+        if let id = request.header("last-event-id") ?? query["last_event_id"],
+            let point = ServerSentEvents.resumePoint(id)
+        {
+            members += [.init("since", .number(String(point.version))), .init("epoch", .string(point.epoch))]
+        } else if let since = query["since"].flatMap(UInt64.init) {
+            members.append(.init("since", .number(String(since))))
+            if let epoch = query["epoch"] { members.append(.init("epoch", .string(epoch))) }
+        }
+        var output = JSONOutput()
+        output.append(.object(members))
+        return .eventStream(subscribe: output.bytes)
+    }
+
+    private func webSocket(_ request: HTTPRequest) -> HTTPRoute {
+        guard request.isUpgrade, request.header("upgrade")?.lowercased() == "websocket" else {
+            return .respond(.error(426, code: "invalid_argument", "GET /v1/ws is a WebSocket endpoint"))
+        }
+        guard request.header("sec-websocket-version") == "13", let key = request.header("sec-websocket-key"),
+            key.utf8.count == 24
+        else {
+            return .respond(.error(400, code: "invalid_argument", "a WebSocket version 13 handshake is expected"))
+        }
+        return .webSocket(accept: WebSocketCodec.acceptValue(forKey: key))
+    }
+
+    // MARK: - Access
+
+    private func checkToken(_ request: HTTPRequest) -> HTTPResponse? {
+        guard let token else { return nil }
+        let presented =
+            request.header("authorization").flatMap { value -> String? in
+                value.hasPrefix("Bearer ") ? String(value.dropFirst(7)) : nil
+            } ?? request.query["token"]
+        guard let presented, constantTimeEqual(presented, token) else {
+            return .error(
+                401, code: "unauthorized",
+                "this endpoint takes the daemon's token (--tcp-token): 'Authorization: Bearer TOKEN', or ?token=TOKEN",
+                headers: ["WWW-Authenticate: Bearer"])
+        }
+        return nil
+    }
+
+    private func isSameOrigin(_ request: HTTPRequest) -> Bool {
+        guard let origin = request.header("origin"), let host = request.header("host") else { return false }
+        return origin == "http://\(host)" || origin == "https://\(host)"
+    }
+
+    private func methodNotAllowed(_ allowed: String) -> HTTPRoute {
+        .respond(.error(405, code: "invalid_argument", "method not allowed here", headers: ["Allow: \(allowed)"]))
+    }
+
+    private func line(op: String, collection: String) -> [UInt8] {
+        var output = JSONOutput()
+        output.append(.object([.init("op", .string(op)), .init("collection", .string(collection))]))
+        return output.bytes
+    }
+
+    private func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
+        let a = Array(given.utf8)
+        let b = Array(expected.utf8)
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for index in 0..<Swift.min(a.count, b.count) { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}

@@ -1,0 +1,125 @@
+import DiffcastHTTP
+import DiffcastWire
+
+/// The HTTP front end (`--http`): a second transport on the server's own connections. An HTTP
+/// request becomes protocol request lines, run exactly as on the socket (same parser, access
+/// rules, ordering and read-your-writes); their answers become its response. An event stream
+/// (Server-Sent Events) or a WebSocket turns the connection into a subscriber or a line client,
+/// and the fan-out, with its slow-subscriber policy, serves it unchanged: only the framing of
+/// what `Connection` queues differs (`Transport`).
+extension Server {
+    /// Comment lines on idle event streams keep proxies from closing them.
+    static let eventStreamHeartbeatMilliseconds: UInt64 = 15_000
+
+    func httpRequestReader() -> HTTPRequestReader {
+        HTTPRequestReader(maximumHeadBytes: 16 * 1024, maximumBodyBytes: configuration.maximumLineBytes)
+    }
+
+    /// Bytes from a connection whose transport is HTTP or what an HTTP request made of it.
+    func readHTTP(_ bytes: UnsafeRawBufferPointer, from connection: Connection) {
+        switch connection.transport {
+        case .lines, .eventStream:
+            // An event stream only writes; what its client sends is not read.
+            return
+        case .webSocket(let codec):
+            readWebSocket(bytes, codec, connection)
+        case .http(let exchanges):
+            let output = exchanges.reader.feed(bytes)
+            for request in output.requests {
+                guard case .http = connection.transport, !connection.peerFinished else { break }
+                serve(request, on: connection)
+            }
+            if let failure = output.failure, case .http = connection.transport, !connection.peerFinished {
+                refuse(failure, on: connection)
+            }
+            if let rest = output.upgradeBytes, !rest.isEmpty, case .webSocket(let codec) = connection.transport {
+                rest.withUnsafeBytes { readWebSocket($0, codec, connection) }
+            }
+        }
+    }
+
+    /// Bytes that are not HTTP this daemon serves: a 4xx, then the connection closes.
+    private func refuse(_ failure: HTTPRequestReader.Failure, on connection: Connection) {
+        logger.debug("bad HTTP", metadata: ["connection": "\(connection.id)", "error": "\(failure.message)"])
+        let response = HTTPResponse.error(failure.status, code: "parse_error", failure.message)
+        respond(response, keepAlive: false, corsOrigin: nil, on: connection)
+        stopReading(connection)
+    }
+
+    private func serve(_ request: HTTPRequest, on connection: Connection) {
+        let router = HTTPRouter(token: configuration.tcpToken, allowedOrigins: configuration.httpOrigins)
+        let cors = router.corsOrigin(for: request)
+        switch router.route(request) {
+        case .respond(let response):
+            respond(response, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
+        case .requests(let lines, let batch):
+            for (index, line) in lines.enumerated() {
+                let part: HTTPExchange.Part = batch ? .batchPart(first: index == 0, last: index == lines.count - 1) : .only
+                run(line, on: connection, as: HTTPExchange(part: part, keepAlive: request.keepAlive, corsOrigin: cors))
+            }
+        case .eventStream(let subscribe):
+            guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
+            connection.enqueue(
+                SharedBytes(
+                    HTTPResponse.streamingHead(
+                        status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
+            connection.transport = .eventStream
+            handleLine(subscribe, from: connection)
+        case .webSocket(let accept):
+            guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
+            let head =
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Accept: \(accept)\r\n\r\n"
+            connection.enqueue(SharedBytes(Array(head.utf8)))
+            connection.transport = .webSocket(WebSocketCodec(maximumMessageBytes: configuration.maximumLineBytes))
+        }
+        dirty.insert(connection.id)
+    }
+
+    /// A response the router made, in its turn among the connection's answers.
+    private func respond(_ response: HTTPResponse, keepAlive: Bool, corsOrigin: String?, on connection: Connection) {
+        let exchange = HTTPExchange(part: .response, keepAlive: keepAlive, corsOrigin: corsOrigin)
+        let slot = connection.reserveSlot(answeredAs: exchange)
+        connection.answer(slot: slot, SharedBytes(response.encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)))
+        dirty.insert(connection.id)
+    }
+
+    /// An event stream or a WebSocket cannot follow requests still being answered on the same
+    /// connection (their answers would be framed for the new transport).
+    private func refuseSwitch(_ request: HTTPRequest, on connection: Connection) {
+        let response = HTTPResponse.error(
+            400, code: "invalid_argument", "an event stream or a WebSocket must not follow pipelined requests")
+        respond(response, keepAlive: false, corsOrigin: nil, on: connection)
+        stopReading(connection)
+    }
+
+    /// Runs one protocol line whose answer is (part of) an HTTP response.
+    private func run(_ line: [UInt8], on connection: Connection, as exchange: HTTPExchange) {
+        guard case .http(let exchanges) = connection.transport else { return }
+        let slotsBefore = connection.nextSlot
+        exchanges.pending.append(exchange)
+        handleLine(line, from: connection)
+        // A line that reserved no slot gets no answer, so its exchange must go too.
+        if connection.nextSlot == slotsBefore { exchanges.pending.removeLast() }
+    }
+
+    private func readWebSocket(_ bytes: UnsafeRawBufferPointer, _ codec: WebSocketCodec, _ connection: Connection) {
+        let received = codec.feed(bytes)
+        if !received.reply.isEmpty { connection.enqueue(SharedBytes(received.reply)) }
+        for message in received.messages {
+            handleLine(message, from: connection)
+        }
+        if received.isFinished { stopReading(connection) }
+        dirty.insert(connection.id)
+    }
+
+    /// A comment on every event stream, so that proxies keep idle ones open.
+    func sendHeartbeats() {
+        for connection in connections.values {
+            guard case .eventStream = connection.transport else { continue }
+            connection.enqueue(SharedBytes(ServerSentEvents.heartbeat))
+            dirty.insert(connection.id)
+        }
+        flushDirty()
+    }
+}
