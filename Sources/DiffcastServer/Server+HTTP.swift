@@ -54,7 +54,8 @@ extension Server {
             respond(response, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
         case .requests(let lines, let batch):
             for (index, line) in lines.enumerated() {
-                let part: HTTPExchange.Part = batch ? .batchPart(first: index == 0, last: index == lines.count - 1) : .only
+                let part: HTTPExchange.Part =
+                    batch ? .batchPart(first: index == 0, last: index == lines.count - 1) : .only
                 run(line, on: connection, as: HTTPExchange(part: part, keepAlive: request.keepAlive, corsOrigin: cors))
             }
         case .eventStream(let subscribe):
@@ -71,7 +72,11 @@ extension Server {
                 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Accept: \(accept)\r\n\r\n"
             connection.enqueue(SharedBytes(Array(head.utf8)))
-            connection.transport = .webSocket(WebSocketCodec(maximumMessageBytes: configuration.maximumLineBytes))
+            // Messages up to twice the line limit are read, so that a long one is answered
+            // `line_too_long` as on the socket; a longer one closes the WebSocket (1009).
+            let limit = configuration.maximumLineBytes
+            connection.transport = .webSocket(
+                WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
         }
         dirty.insert(connection.id)
     }
@@ -107,7 +112,11 @@ extension Server {
         let received = codec.feed(bytes)
         if !received.reply.isEmpty { connection.enqueue(SharedBytes(received.reply)) }
         for message in received.messages {
-            handleLine(message, from: connection)
+            if message.count > configuration.maximumLineBytes {
+                answerLineTooLong(on: connection)
+            } else {
+                handleLine(message, from: connection)
+            }
         }
         if received.isFinished { stopReading(connection) }
         dirty.insert(connection.id)

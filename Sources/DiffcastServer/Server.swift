@@ -347,11 +347,7 @@ public final class Server {
             connection.framer.feed(bytes) { piece in
                 switch piece {
                 case .line(let line): handleLine(line, from: connection)
-                case .lineTooLong:
-                    let slot = connection.reserveSlot()
-                    let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
-                    logRejected(error, op: nil, on: connection)
-                    connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+                case .lineTooLong: answerLineTooLong(on: connection)
                 }
             }
         } else {
@@ -361,6 +357,14 @@ public final class Server {
         submitPendingJobs()
         flushDirty()
         pauseReadingIfFlooded(connection)
+    }
+
+    /// A line over `max_line_bytes` is answered `line_too_long` and skipped; the connection goes on.
+    func answerLineTooLong(on connection: Connection) {
+        let slot = connection.reserveSlot()
+        let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
+        logRejected(error, op: nil, on: connection)
+        connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
     }
 
     /// Requests refused before they reach the apply queue are logged as the engine logs the

@@ -46,7 +46,8 @@ struct Diffcastd: ParsableCommand {
     var metrics: String?
 
     @Option(
-        help: "Serve HTTP at HOST:PORT: the API, Server-Sent Events, WebSocket and the inspector page (off by default).")
+        help: "Serve HTTP at HOST:PORT: the API, Server-Sent Events, WebSocket and the inspector page (off by default)."
+    )
     var http: String?
 
     @Option(help: "Origins whose pages may call the HTTP API, comma-separated (* for any).")
