@@ -1,0 +1,209 @@
+import json
+import os
+import pathlib
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import websocket  # websocket-client (PyPI)
+
+from conftest import REPOSITORY, HTTPDaemon
+
+from diffcast.mirror import Mirror
+
+CHECKER = pathlib.Path(os.environ.get("CHECKER", REPOSITORY.parent / "shared/conformance/check.py"))
+
+
+class EventStream:
+    """A Server-Sent Events reader on a raw socket: (id, event, data) per event."""
+
+    def __init__(self, daemon, path, headers=()):
+        self.socket = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+        head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        head += "".join(f"{header}\r\n" for header in headers) + "\r\n"
+        self.socket.sendall(head.encode())
+        self.reader = self.socket.makefile("rb")
+        self.status = int(self.reader.readline().split()[1])
+        self.headers = {}
+        while (line := self.reader.readline().decode().rstrip("\r\n")):
+            name, value = line.split(":", 1)
+            self.headers[name.lower()] = value.strip()
+
+    def next(self):
+        fields = {}
+        while True:
+            line = self.reader.readline().decode()
+            if line == "":
+                raise EOFError("the stream ended")
+            line = line.rstrip("\n")
+            if line == "":
+                if "data" in fields:
+                    return fields.get("id"), fields.get("event"), json.loads(fields["data"])
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(": ")
+            fields[name] = value
+
+    def close(self):
+        self.socket.close()
+
+
+def write(daemon, line):
+    """One request line through POST /v1/requests; its answer."""
+    status, _, answer = daemon.call("POST", "/v1/requests", line.encode())
+    assert status == 200 and answer["ok"], answer
+    return answer
+
+
+def test_the_api_answers_as_the_socket_does_with_fitting_statuses(http_daemon):
+    status, headers, answer = http_daemon.call("GET", "/v1/collections")
+    assert (status, answer) == (200, {"ok": True, "op": "list", "collections": []})
+    assert headers["Content-Type"] == "application/json"
+    status, _, answer = http_daemon.call("POST", "/v1/collections/feed", {"op": "apply", "sections": [{"id": "s", "items": ["a"]}]})
+    assert (status, answer) == (200, {"ok": True, "op": "apply", "version": 1})
+    status, _, answer = http_daemon.call("GET", "/v1/collections/feed")
+    with http_daemon.client() as client:
+        assert answer == client.get("feed") | {"op": "get"}
+    assert status == 200
+    for method, path, body, expected, code in [
+        ("GET", "/v1/collections/ghost", None, 404, "unknown_collection"),
+        ("POST", "/v1/collections/feed", {"op": "append_items", "items": ["a"]}, 409, "duplicate_identifier"),
+        ("POST", "/v1/collections/feed", {"op": "update_items", "items": [{"id": "a", "dta": 1}]}, 400, "invalid_argument"),
+        ("POST", "/v1/collections/feed", b"{not json", 400, "parse_error"),
+        ("POST", "/v1/collections/feed", {"op": "get", "collection": "other"}, 400, "invalid_argument"),
+        ("GET", "/v1/nowhere", None, 404, "not_found"),
+        ("DELETE", "/v1/collections/feed", None, 405, "invalid_argument"),
+        ("GET", "/v1/ws", None, 426, "invalid_argument"),
+    ]:
+        status, _, answer = http_daemon.call(method, path, body)
+        assert status == expected, (method, path, answer)
+        assert answer["error"]["code"] == code, (method, path, answer)
+    # A refused write changed nothing.
+    assert http_daemon.call("GET", "/v1/collections/feed")[2]["version"] == 1
+
+
+def test_a_batch_of_lines_is_answered_line_by_line_in_order(http_daemon):
+    body = b'append_sections b {"sections":[{"id":"s"}]}\nappend_items b {"items":["x"]}\nappend_items b {"items":["x"]}\nping\n'
+    status, headers, text = http_daemon.call("POST", "/v1/requests", body)
+    answers = [json.loads(line) for line in text.splitlines()]
+    assert status == 200 and headers["Transfer-Encoding"] == "chunked"
+    # The two writes may be applied as one version (coalesced): each says which.
+    assert answers[0]["version"] == 1 and answers[1]["version"] in (1, 2)
+    assert answers[2]["error"]["code"] == "duplicate_identifier" and answers[3] == {"ok": True, "op": "ping"}
+
+
+def test_server_sent_events_resume_with_last_event_id_and_one_changeset(http_daemon):
+    write(http_daemon, 'apply feed {"sections":[{"id":"s","items":["a"]}]}')
+    stream = EventStream(http_daemon, "/v1/collections/feed/events")
+    assert stream.status == 200 and stream.headers["content-type"] == "text/event-stream"
+    identifier, kind, snapshot = stream.next()
+    assert kind == "snapshot" and identifier == f"{snapshot['epoch']}:1"
+    mirror = Mirror()
+    mirror.feed(snapshot)
+    write(http_daemon, 'append_items feed {"items":["b"]}')
+    identifier, kind, changeset = stream.next()
+    assert (kind, identifier) == ("changeset", f"{snapshot['epoch']}:2")
+    mirror.feed(changeset)
+    stream.close()
+    # Gone for two versions; EventSource comes back with the id of the last event it saw.
+    write(http_daemon, 'append_items feed {"items":["c"]}')
+    write(http_daemon, 'update_items feed {"items":[{"id":"a","data":{"n":1}}]}')
+    resumed = EventStream(http_daemon, "/v1/collections/feed/events", [f"Last-Event-ID: {identifier}"])
+    identifier, kind, catch_up = resumed.next()
+    assert kind == "changeset" and catch_up["from"] == 2 and catch_up["version"] == 4
+    mirror.feed(catch_up)
+    assert mirror.digest() == http_daemon.call("GET", "/v1/collections/feed")[2]["digest"]
+    write(http_daemon, "drop feed")
+    assert resumed.next()[1] == "dropped"
+    resumed.close()
+
+
+def test_websocket_messages_are_protocol_lines_with_read_your_writes(http_daemon):
+    connection = websocket.create_connection(f"ws://127.0.0.1:{http_daemon.port}/v1/ws", timeout=10)
+    connection.send("subscribe w")
+    received = [json.loads(connection.recv()) for _ in range(2)]
+    assert received[0]["event"] == "snapshot" and received[1]["op"] == "subscribe"
+    connection.send('append_sections w {"sections":[{"id":"s","items":["a"]}]}')
+    # The event that brings version 1 comes before the answer that names it.
+    event, answer = json.loads(connection.recv()), json.loads(connection.recv())
+    assert event["event"] == "changeset" and event["version"] == 1
+    assert answer == {"ok": True, "op": "append_sections", "version": 1}
+    connection.send("APPLY w {}")
+    assert "did you mean 'apply'" in json.loads(connection.recv())["error"]["message"]
+    connection.close()
+
+
+def test_the_token_and_the_origins_are_checked():
+    with HTTPDaemon(["--tcp-token", "s3cret", "--http-origins", "https://app.example"]) as daemon:
+        status, headers, answer = daemon.call("GET", "/v1/collections")
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer" and "tcp-token" in answer["error"]["message"]
+        assert daemon.call("GET", "/v1/collections", headers={"Authorization": "Bearer wrong"})[0] == 401
+        assert daemon.call("GET", "/v1/collections", headers={"Authorization": "Bearer s3cret"})[0] == 200
+        assert daemon.call("GET", "/v1/collections?token=s3cret")[0] == 200
+        status, headers, _ = daemon.call(
+            "GET", "/v1/collections?token=s3cret", headers={"Origin": "https://app.example"})
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "https://app.example"
+        assert daemon.call("GET", "/v1/collections?token=s3cret", headers={"Origin": "https://evil.example"})[0] == 403
+        with pytest.raises(websocket.WebSocketBadStatusException):
+            websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws?token=s3cret", origin="https://evil.example")
+        with pytest.raises(websocket.WebSocketBadStatusException):
+            websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws")
+        good = websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws?token=s3cret", origin="https://app.example")
+        good.send("ping")
+        assert json.loads(good.recv()) == {"ok": True, "op": "ping"}
+        good.close()
+        # The page and its script need no token.
+        assert daemon.call("GET", "/")[0] == 200 and daemon.call("GET", "/v1/diffcast.js")[0] == 200
+
+
+def test_bad_http_gets_a_4xx_and_a_closed_connection_never_a_crash(http_daemon):
+    cases = [
+        b"GARBAGE\r\n\r\n",
+        b"GET / HTTP/1.1\r\n" + b"X-Long: " + b"a" * 20000 + b"\r\n\r\n",
+        b"POST /v1/requests HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
+        b"GET /v1/collections/%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /v1/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        b"\x00\xff" * 100,
+    ]
+    rng = random.Random(7)
+    for _ in range(40):
+        cases.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))))
+        valid = bytearray(b"POST /v1/collections/r HTTP/1.1\r\nContent-Length: 20\r\n\r\n{\"op\":\"get\"}        ")
+        for _ in range(3):
+            valid[rng.randrange(len(valid))] = rng.randrange(256)
+        cases.append(bytes(valid))
+    for raw in cases:
+        with socket.create_connection(("127.0.0.1", http_daemon.port), timeout=10) as connection:
+            connection.sendall(raw)
+            connection.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        if answer:
+            status = int(answer.split(b" ", 2)[1])
+            assert 200 <= status < 500, (raw[:60], answer[:200])
+    assert http_daemon.process.poll() is None
+    assert http_daemon.call("GET", "/v1/collections")[0] == 200
+
+
+@pytest.mark.skipif(not CHECKER.exists(), reason="../shared/conformance/check.py is not there")
+def test_the_contract_holds_over_websocket(http_daemon, tmp_path):
+    bridge_path = str(tmp_path / "bridge.sock")
+    bridge = subprocess.Popen(
+        [sys.executable, str(pathlib.Path(__file__).parent / "ws_bridge.py"), bridge_path,
+         f"ws://127.0.0.1:{http_daemon.port}/v1/ws"])
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(bridge_path):
+            assert time.monotonic() < deadline, "the bridge did not start"
+            time.sleep(0.05)
+        result = subprocess.run(
+            [sys.executable, str(CHECKER), "--socket", bridge_path, "--contract", "2"],
+            capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
+    finally:
+        bridge.kill()
