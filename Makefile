@@ -11,18 +11,19 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
 SYSUSERSDIR ?= /etc/sysusers.d
-APT_PACKAGES := libuv1-dev libnats-dev pkg-config netcat-openbsd systemd
+APT_PACKAGES := libuv1-dev libnats-dev libhttp-parser-dev libwslay-dev libssl-dev pkg-config netcat-openbsd systemd
 # The backbone's tests run a 3-node NATS JetStream cluster on loopback.
 BACKBONE_PACKAGES := nats-server curl
 BENCH_PACKAGES := redis-server
 DIST_PACKAGES := help2man binutils dpkg
-# What the installed binaries load at run time (ldd .build/release/diffcastd): libuv, and libnats
-# with what it pulls in (libssl3, libprotobuf-c1), even when no backbone is configured.
-RUNTIME_PACKAGES := libuv1 libnats3.4
+# What the installed binaries load at run time (ldd .build/release/diffcastd): libuv, libnats with
+# what it pulls in (libssl3, libprotobuf-c1) even when no backbone is configured, and the HTTP
+# front end's http_parser, wslay and libcrypto.
+RUNTIME_PACKAGES := libuv1 libnats3.4 libhttp-parser2.9 libwslay1 libssl3
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize build release stamp run test test-clients test-backbone conformance soak bench \
+.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize test-web build release stamp run test test-clients test-backbone conformance soak bench \
 	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
@@ -77,6 +78,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 	$(MAKE) --no-print-directory test-clients
+	$(MAKE) --no-print-directory test-web
 	$(MAKE) --no-print-directory test-backbone
 	@if [ -e $(CHECKER) ]; then \
 	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
@@ -90,6 +92,16 @@ test-clients: deps
 	rm -rf clients/python/build clients/python/*.egg-info
 	PYTHONPATH=.build/python python3 -m pytest -q -p no:cacheprovider clients/python/tests
 	python3 -m pytest -q -p no:cacheprovider Tests/EndToEnd
+
+# The HTTP front end through real HTTP, SSE and WebSocket clients (and check.py over WebSocket);
+# the JavaScript client under node against the real daemon; the inspector page in a real headless
+# Chromium driven by Selenium (following every op over SSE and WebSocket, across a restart).
+WEB_PACKAGES := nodejs chromium chromium-driver
+test-web: deps
+	$(call apt_install,$(WEB_PACKAGES))
+	@python3 -c "import pytest, websocket, selenium" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium
+	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider Tests/HTTP Tests/Browser
+	node --test clients/js/test/
 
 # Daemons sharing collections through a 3-node NATS cluster (started and stopped by the tests):
 # the owner killed, the stream leader killed, an owner stopped past its lease, and check.py

@@ -643,9 +643,17 @@ public enum WebAssets {
             if (binder) binder.close();
             document.querySelector("#list").replaceChildren();
             document.querySelector("#title").textContent = name;
-            followed = follow(`/v1/collections/${encodeURIComponent(name)}/events`, {
+            // #transport=websocket follows over /v1/ws instead of Server-Sent Events.
+            const overWebSocket = new URLSearchParams(location.hash.slice(1)).get("transport") === "websocket";
+            const url = overWebSocket
+              ? `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/ws`
+              : `/v1/collections/${encodeURIComponent(name)}/events`;
+            followed = follow(url, {
               token,
+              transport: overWebSocket ? "websocket" : "sse",
+              collection: name,
               onChange: (update, mirror) => {
+                window.diffcastPage.kinds.push(update.kind);
                 statusLine.className = "ok";
                 statusLine.textContent = `v${mirror.version}, digest verified`;
                 window.diffcastPage.lastVersion = mirror.version;
@@ -670,7 +678,8 @@ public enum WebAssets {
             refreshCollections();
           }
 
-          window.diffcastPage = { divergences: 0, lastVersion: null, followed: null };
+          // What tests read: versions shown, event kinds applied, divergences seen.
+          window.diffcastPage = { divergences: 0, lastVersion: null, followed: null, kinds: [] };
           function route() {
             const name = new URLSearchParams(location.hash.slice(1)).get("collection");
             if (name && (!followed || followed.name !== name)) show(name);

@@ -1,0 +1,190 @@
+// The JavaScript mirror against the real daemon (node --test): random writes of every op, each
+// event applied by the mirror with its digest checked, and the state compared with `get`; golden
+// digests from the Swift and Python suites; damaged events are divergences that change nothing.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import net from "node:net";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Mirror, Divergence, parseEvent, digest, fnv1a64, applyChangeset } from "../diffcast.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
+const daemonBinary = process.env.DIFFCASTD || path.join(root, ".build/debug/diffcastd");
+
+/** A line client on the daemon's Unix socket: responses and events as text lines. */
+class LineClient {
+  constructor(socketPath) {
+    this.lines = [];
+    this.waiters = [];
+    this.buffer = "";
+    this.socket = net.createConnection(socketPath);
+    this.socket.setEncoding("utf8");
+    this.socket.on("data", (chunk) => {
+      this.buffer += chunk;
+      let newline;
+      while ((newline = this.buffer.indexOf("\n")) >= 0) {
+        this.lines.push(this.buffer.slice(0, newline));
+        this.buffer = this.buffer.slice(newline + 1);
+      }
+      this.wake();
+    });
+  }
+  wake() {
+    for (const waiter of this.waiters.splice(0)) waiter();
+  }
+  async next(predicate) {
+    for (;;) {
+      const index = this.lines.findIndex(predicate);
+      if (index >= 0) return this.lines.splice(index, 1)[0];
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("no line within 10 s")), 10000);
+        this.waiters.push(() => (clearTimeout(timer), resolve()));
+      });
+    }
+  }
+  async request(line) {
+    return JSON.parse(await this.requestText(line));
+  }
+  async requestText(line) {
+    this.socket.write(line + "\n");
+    return this.next((text) => text.startsWith('{"ok"'));
+  }
+  event() {
+    return this.next((text) => text.startsWith('{"event"'));
+  }
+  close() {
+    this.socket.end();
+  }
+}
+
+async function withDaemon(body) {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "diffcast-js-"));
+  const socketPath = path.join(directory, "d.sock");
+  const daemon = spawn(daemonBinary, ["--socket", socketPath], { stdio: "ignore" });
+  try {
+    for (let tries = 0; !fs.existsSync(socketPath); tries += 1) {
+      assert.ok(tries < 200, "the daemon did not start");
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    await body(socketPath);
+  } finally {
+    daemon.kill();
+    fs.rmSync(directory, { recursive: true, force: true });
+  }
+}
+
+/** splitmix64 in BigInt: the same writes on every run. */
+function generator(seed) {
+  let state = BigInt(seed);
+  return (bound) => {
+    state = (state + 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn;
+    let z = state;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & 0xffffffffffffffffn;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & 0xffffffffffffffffn;
+    return Number((z ^ (z >> 31n)) % BigInt(bound));
+  };
+}
+
+test("golden digests match the other clients", () => {
+  // The Swift suite's and the README's values for the same collections.
+  const plain = (sections) => sections.map(([id, items]) => ({ id, data: null, items: items.map((item) => ({ id: item, data: null })) }));
+  assert.equal(digest(plain([["s", ["a", "b"]]])), "1ae354cda546efbc");
+  assert.equal(digest([]), "0000000000000000");
+  const feed = parseEvent(
+    '{"event":"snapshot","collection":"feed","epoch":"e","version":1,"sections":[{"id":"today","items":[{"id":"t1","data":{"likes":1000}},"t2"]}],"digest":"139293fb2b92a3a0"}',
+  );
+  const mirror = new Mirror();
+  mirror.apply(feed);
+  assert.equal(mirror.version, 1);
+  // FNV-1a 64 of "a" (the published test vector).
+  assert.equal(fnv1a64("a"), 0xaf63dc4c8601ec8cn);
+});
+
+test("every event of random writes of every op is applied and verified", async () => {
+  await withDaemon(async (socketPath) => {
+    const writer = new LineClient(socketPath);
+    const subscriber = new LineClient(socketPath);
+    await subscriber.request("subscribe r");
+    const mirror = new Mirror();
+    mirror.apply(parseEvent(await subscriber.event()));
+    const random = generator(42);
+    const item = () => `i${random(30)}`;
+    const section = () => `s${random(4)}`;
+    let applied = 0;
+    for (let step = 0; step < 400; step += 1) {
+      const data = JSON.stringify({ n: step, text: "é\u0301 \"q\"", list: [1.0, 2.50, -0] }).replace("1,", "1.0,");
+      const lines = [
+        `append_sections r {"sections":[{"id":"${section()}","data":${data}}]}`,
+        `append_items r {"section":"${section()}","items":[{"id":"${item()}","data":${data}}]}`,
+        `insert_items r {"items":["${item()}"],"before":"${item()}"}`,
+        `delete_items r {"items":["${item()}"]}`,
+        `move_item r {"item":"${item()}","after":"${item()}"}`,
+        `update_items r {"items":[{"id":"${item()}","data":${data}}]}`,
+        `reload_items r {"items":["${item()}"]}`,
+        `reconfigure_items r {"items":["${item()}"]}`,
+        `move_section r {"section":"${section()}","before":"${section()}"}`,
+        `update_sections r {"sections":[{"id":"${section()}","data":{"title":${step}}}]}`,
+        `delete_sections r {"sections":["${section()}"]}`,
+        `apply r {"sections":[{"id":"s1","items":["${item()}","${item()}"]},{"id":"s2"}]}`,
+      ];
+      const answer = await writer.request(lines[random(lines.length)]);
+      if (!answer.ok) continue;
+      while (mirror.version < answer.version) {
+        const update = mirror.apply(parseEvent(await subscriber.event()));
+        assert.equal(update.kind, "changeset");
+        applied += 1;
+      }
+    }
+    // The state as `get` writes it (data as the daemon's text), read as a snapshot.
+    const stateText = await writer.requestText("get r");
+    const state = JSON.parse(stateText);
+    assert.equal(mirror.version, state.version);
+    const plain = (sections) =>
+      sections.map((s) => ({ id: s.id, data: s.data ? s.data.text : null, items: s.items.map((i) => [i.id, i.data ? i.data.text : null]) }));
+    const got = parseEvent(stateText.replace('{"ok":true,"op":"get",', '{"event":"snapshot",'));
+    const reference = new Mirror();
+    reference.apply(got);
+    assert.deepEqual(plain(mirror.sections), plain(reference.sections));
+    assert.ok(applied > 100, `only ${applied} changesets`);
+    writer.close();
+    subscriber.close();
+  });
+});
+
+test("data keeps the daemon's text: 1.0 stays 1.0 and the digest holds", () => {
+  const event = parseEvent('{"event":"snapshot","collection":"c","epoch":"e","version":1,"sections":[{"id":"s","items":[{"id":"a","data":{"x":1.0,"y":"}\\""}}]}],"digest":"x"}');
+  assert.equal(event.sections[0].items[0].data.text, '{"x":1.0,"y":"}\\""}');
+  assert.equal(event.sections[0].items[0].data.value.y, '}"');
+});
+
+test("a damaged changeset is a divergence and changes nothing", () => {
+  const mirror = new Mirror();
+  mirror.apply(parseEvent('{"event":"snapshot","collection":"m","epoch":"e","version":1,"sections":[{"id":"s","items":["a","b"]}],"digest":"1ae354cda546efbc"}'));
+  const before = JSON.stringify(mirror.sections);
+  const damaged = [
+    '{"items":{"inserted":[{"at":[0,9223372036854775807],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}}',
+    '{"items":{"inserted":[{"at":[0,-1],"id":"x"}]}}',
+    '{"items":{"inserted":[{"at":[7,0],"id":"x"}]}}',
+    '{"items":{"deleted":[{"at":[0,0],"id":"b"}]}}',
+    '{"items":{"deleted":[{"at":[0,0],"id":"a"},{"at":[0,0],"id":"a"}]}}',
+    '{"items":{"moved":[{"from":[0,0],"to":[0,5],"id":"a"}]}}',
+    '{"items":{"inserted":[{"at":[0,0],"id":"b"}]}}',
+    '{"items":{"updated":[{"at":"zero","id":"a","data":1}]}}',
+    '{"items":"nope"}',
+    '{"sections":{"deleted":[{"index":0,"id":"t"}]}}',
+    '{"items":{"inserted":[{"at":[0,2],"id":"c"}]}}',
+  ];
+  for (const body of damaged) {
+    const line = `{"event":"changeset","collection":"m","epoch":"e","from":1,"version":2,${body.slice(1, -1)},"digest":"0000000000000000"}`;
+    assert.throws(() => mirror.apply(parseEvent(line)), Divergence, body);
+    assert.equal(JSON.stringify(mirror.sections), before, body);
+    assert.equal(mirror.version, 1);
+  }
+  for (const line of ["", "{", '{"event":"changeset"', "[1,2]", '{"event":"snapshot","sections":[{"id":{}}]}', "nul"]) {
+    assert.throws(() => mirror.apply(parseEvent(line)), Divergence, line);
+  }
+  assert.throws(() => applyChangeset(mirror.sections, { items: { reloaded: [{ at: [0, 3], id: "a" }] } }), Divergence);
+});
