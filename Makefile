@@ -67,9 +67,10 @@ release: deps stamp
 	$(RELEASE_BUILD) --product diffcastd
 	$(RELEASE_BUILD) --product diffcast
 
+# `make run HTTP=127.0.0.1:8080` also serves the HTTP front end and the inspector page.
 run: release
-	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))"
-	.build/release/diffcastd --socket $(SOCKET)
+	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))$(if $(HTTP), and http://$(HTTP)/)"
+	.build/release/diffcastd --socket $(SOCKET) $(if $(HTTP),--http $(HTTP))
 
 # Suites run one after another: the integration tests start and kill many processes. Then the
 # shared contract check (../shared/conformance/check.py --contract 2, when it is there) runs

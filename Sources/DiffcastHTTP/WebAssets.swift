@@ -687,7 +687,7 @@ public enum WebAssets {
           addEventListener("hashchange", route);
           route();
           refreshCollections();
-          setInterval(refreshCollections, 2000);
+          setInterval(refreshCollections, 1000);
         </script>
         </body>
         </html>
