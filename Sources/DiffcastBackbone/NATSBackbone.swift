@@ -1,4 +1,5 @@
 import CNATS
+import DiffcastCore
 import DiffcastServer
 import DiffcastWire
 import Dispatch
@@ -38,18 +39,18 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private let settings: Settings
     private let logger: Logger
     private let client: NATSClient
-    private let leaseBucket = Mutex<KeyValueBucket?>(nil)
-    private let inbox = Mutex(Inbox())
+    private let leaseBucket = Locked<KeyValueBucket?>(nil)
+    private let inbox = Locked(Inbox())
     /// The watch over following the log (see `checkFollowing`); used on `watchQueue` only.
     private var watch = FollowWatch()
     private let watchQueue = DispatchQueue(label: "diffcast.backbone.follow")
     private let behind = Atomic<UInt64>(0)
     private let arrivalSignal = DispatchSemaphore(value: 0)
-    private let wakeHandler = Mutex<(@Sendable () -> Void)?>(nil)
-    private let leases = Mutex<[String: Lease]>([:])
+    private let wakeHandler = Locked<(@Sendable () -> Void)?>(nil)
+    private let leases = Locked<[String: Lease]>([:])
     /// Other daemons' leases as last read, so that forwarding a write does not ask the lease
     /// store each time (see `remember`).
-    private let knownHolders = Mutex<[String: (node: String, until: ContinuousClock.Instant)]>([:])
+    private let knownHolders = Locked<[String: (node: String, until: ContinuousClock.Instant)]>([:])
     private let renewals = DispatchQueue(label: "diffcast.backbone.leases")
     /// Set once by `start`, cancelled by `stop`.
     private var renewalTimer: (any DispatchSourceTimer)?
@@ -423,7 +424,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     /// A NATS request whose wait lets the apply worker serve what arrives meanwhile.
     private func request(_ subject: String, _ payload: [UInt8], serving: () -> Void) -> Result<[UInt8], NATSError> {
-        let result = Mutex<Result<[UInt8], NATSError>?>(nil)
+        let result = Locked<Result<[UInt8], NATSError>?>(nil)
         let client = self.client
         let signal = arrivalSignal
         // An owner that does not answer within a lease and a bit is stopped or cut off; its

@@ -1,6 +1,6 @@
 import CNATS
+import DiffcastCore
 import Glibc
-import Synchronization
 
 /// A libnats call that failed: its status, JetStream's error code when the server gave one, and
 /// the library's own text for it.
@@ -43,8 +43,8 @@ public struct NATSError: Error, CustomStringConvertible {
 final class NATSClient: @unchecked Sendable {
     private let connection: OpaquePointer
     private let jetStream: OpaquePointer
-    private let handlers = Mutex<[MessageHandlerBox]>([])
-    private let subscriptions = Mutex<[SubscriptionHandle]>([])
+    private let handlers = Locked<[MessageHandlerBox]>([])
+    private let subscriptions = Locked<[SubscriptionHandle]>([])
     /// Told of errors libnats meets on its own threads (a slow consumer, missed heartbeats).
     private let errorHandler: ErrorHandlerBox
 

@@ -1,6 +1,6 @@
+import DiffcastCore
 import DiffcastWire
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -188,7 +188,7 @@ private final class Channel: Sendable {
     private let wakeup: Int32
     private let wakeupSender: Int32
     private let events: AsyncStream<JSONValue>.Continuation
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(socket: Int32, events: AsyncStream<JSONValue>.Continuation) throws(ClientError) {
         var pipe: [Int32] = [-1, -1]

@@ -1,6 +1,6 @@
+import DiffcastCore
 import Foundation
 import Logging
-import Synchronization
 
 /// A log handler to stderr whose level a reload can change while the daemon runs.
 ///
@@ -10,7 +10,7 @@ import Synchronization
 /// timestamp and the level in words.
 public struct ReloadableLogHandler: LogHandler {
     /// The level every handler made by `bootstrap` reads.
-    public static let level = Mutex<Logger.Level>(.info)
+    public static let level = Locked<Logger.Level>(.info)
 
     /// Whether stderr is a journald stream (decided once per process).
     public static let writesToJournal: Bool = {

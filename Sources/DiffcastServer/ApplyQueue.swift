@@ -1,7 +1,7 @@
 import CLibUV
+import DiffcastCore
 import Dispatch
 import Logging
-import Synchronization
 
 /// The one serial queue where every write is applied. Jobs that arrive while a batch is being
 /// applied become the next batch, so bursts coalesce by themselves under load while a lone
@@ -17,7 +17,7 @@ import Synchronization
 public final class ApplyQueue: Sendable {
     private let engine: EngineBox
     private let onPersistenceFailure: @Sendable (Error) -> Void
-    private let inbox: Mutex<Inbox>
+    private let inbox: Locked<Inbox>
     private let worker = DispatchQueue(label: "diffcast.apply")
     private let deliver: @Sendable ([Outcome]) -> Void
     private let coalesceWindow: DispatchTimeInterval?
@@ -60,7 +60,7 @@ public final class ApplyQueue: Sendable {
         engine.journals = store != nil
         let box = EngineBox(engine, store)
         self.engine = box
-        inbox = Mutex(Inbox(mayApplyInline: store == nil && coalesceWindowMilliseconds <= 0))
+        inbox = Locked(Inbox(mayApplyInline: store == nil && coalesceWindowMilliseconds <= 0))
         self.deliver = deliver
         self.onPersistenceFailure = onPersistenceFailure
         self.coalesceWindow = coalesceWindowMilliseconds > 0 ? .milliseconds(coalesceWindowMilliseconds) : nil

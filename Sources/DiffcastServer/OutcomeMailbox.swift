@@ -1,5 +1,5 @@
 import CLibUV
-import Synchronization
+import DiffcastCore
 
 /// Carries outcomes from the apply queue's thread to the loop thread: a locked list plus
 /// `uv_async_send`, whose wake-ups coalesce, so the loop takes everything queued at each wake.
@@ -9,7 +9,7 @@ final class OutcomeMailbox: @unchecked Sendable {
         var isOpen = true
     }
 
-    private let state = Mutex<State>(State())
+    private let state = Locked<State>(State())
     /// Written once on the loop thread before any send; libuv makes `uv_async_send` thread-safe.
     let handle: UnsafeMutablePointer<uv_async_t>
 

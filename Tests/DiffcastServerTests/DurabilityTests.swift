@@ -4,7 +4,6 @@ import DiffcastTestSupport
 import DiffcastWire
 import Foundation
 import Logging
-import Synchronization
 import Testing
 
 @testable import DiffcastServer
@@ -17,9 +16,9 @@ import Testing
 @Suite(.serialized) struct DurabilityTests {
     /// What writers sent and what the daemon acknowledged, per writer, in order.
     final class Ledger: Sendable {
-        let sent = Mutex<[[String]]>([])
-        let acknowledged = Mutex<[[String]]>([])
-        let lastVersion = Mutex<Int>(0)
+        let sent = Locked<[[String]]>([])
+        let acknowledged = Locked<[[String]]>([])
+        let lastVersion = Locked<Int>(0)
 
         init(writers: Int) {
             sent.withLock { $0 = Array(repeating: [], count: writers) }

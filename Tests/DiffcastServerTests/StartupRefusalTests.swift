@@ -1,3 +1,4 @@
+import DiffcastCore
 import DiffcastTestDaemon
 import DiffcastWire
 import Foundation
@@ -27,7 +28,7 @@ import Testing
         let arguments = ["--state-dir", stateDirectory.path, "--checkpoint-log-bytes", "8192"]
         let first = try Daemon(arguments: arguments, socketPath: socketPath)
         #expect(try Client(path: socketPath).request(#"append_sections lock {"sections":[{"id":"s"}]}"#).isOK)
-        let acknowledged = Mutex<[String]>([])
+        let acknowledged = Locked<[String]>([])
         let stopping = Atomic<Bool>(false)
         let writer = Thread {
             guard let client = try? Client(path: socketPath) else { return }
