@@ -100,7 +100,7 @@ test-clients: deps
 WEB_PACKAGES := nodejs chromium chromium-driver
 test-web: deps
 	$(call apt_install,$(WEB_PACKAGES))
-	@python3 -c "import pytest, websocket, selenium" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium
+	@python3 -c "import pytest, websocket, selenium, schemathesis" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium schemathesis
 	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider Tests/HTTP Tests/Browser
 	node --test clients/js/test/
 

@@ -78,6 +78,7 @@ def test_the_api_answers_as_the_socket_does_with_fitting_statuses(http_daemon):
         ("GET", "/v1/nowhere", None, 404, "not_found"),
         ("DELETE", "/v1/collections/feed", None, 405, "invalid_argument"),
         ("GET", "/v1/ws", None, 426, "invalid_argument"),
+        ("POST", "/v1/collections/feed", {"op": "subscribe"}, 400, "invalid_argument"),
     ]:
         status, _, answer = http_daemon.call(method, path, body)
         assert status == expected, (method, path, answer)
