@@ -409,7 +409,8 @@ public final class Server {
             // A plain HTTP response has nowhere to put events.
             let error = DiffcastError.invalidArgument(
                 "subscribe over HTTP with GET /v1/collections/NAME/events (Server-Sent Events) or /v1/ws (WebSocket)")
-            connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
             return
         }
         switch request.command {
