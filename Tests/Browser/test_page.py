@@ -134,3 +134,69 @@ def test_the_page_follows_every_op_and_a_restart(browser, transport, tmp_path):
         time.sleep(0.5)  # the last animations settle
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / f"page-{transport}.png"))
+
+
+class DamagingProxy:
+    """Relays HTTP between the browser and the daemon; once armed, flips a digit of the digest
+    of the next changeset it passes (what a flipped byte on the way looks like to a page)."""
+
+    def __init__(self, port):
+        import socket
+        import threading
+
+        self.target = port
+        self.armed = threading.Event()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self.pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(upstream, client, True), daemon=True).start()
+
+    def pipe(self, source, destination, damaging):
+        try:
+            while data := source.recv(65536):
+                marker = b'"event":"changeset"'
+                if damaging and self.armed.is_set() and marker in data:
+                    at = data.index(b'"digest":"', data.index(marker)) + len(b'"digest":"')
+                    data = data[:at] + (b"1" if data[at:at + 1] != b"1" else b"2") + data[at + 1:]
+                    self.armed.clear()
+                destination.sendall(data)
+        except OSError:
+            pass
+        finally:
+            destination.close()
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_damaged_event_is_reported_and_the_page_subscribes_again(browser):
+    with HTTPDaemon() as daemon:
+        proxy = DamagingProxy(daemon.port)
+        with daemon.client() as client:
+            client.request("apply", "damaged", sections=[{"id": "s", "items": ["a", "b"]}])
+        browser.get(f"http://127.0.0.1:{proxy.port}/#collection=damaged")
+        wait_for_version(browser, 1)
+        proxy.armed.set()
+        with daemon.client() as client:
+            client.request("append_items", "damaged", items=["c"])
+            client.request("append_items", "damaged", items=["d"])
+        version, items, _ = expected(daemon, "damaged")
+        state = wait_for_version(browser, version)
+        assert state["divergences"] == 1
+        assert state["items"] == items
+        assert state["kinds"].count("snapshot") == 2, state["kinds"]
+        proxy.close()
