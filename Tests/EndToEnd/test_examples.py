@@ -21,6 +21,15 @@ def test_counter_pushes_its_count(diffcast):
     assert [item["id"] for item in items] == ["counter"] and items[0]["data"]["n"] == 3
 
 
+def test_counter_names_what_it_needs_when_diffcast_is_not_on_path(diffcast, tmp_path):
+    bare = dict(diffcast.environment, PATH="/usr/bin:/bin", COUNT="1", INTERVAL="0")
+    missing = subprocess.run(["bash", str(EXAMPLES / "counter.sh")], env=bare, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "DIFFCAST_COMMAND" in missing.stderr, missing.stderr
+    named = dict(bare, DIFFCAST_COMMAND=str(REPOSITORY / ".build" / "debug" / "diffcast"))
+    subprocess.run(["bash", str(EXAMPLES / "counter.sh")], env=named, check=True, timeout=60)
+    assert diffcast.json("get", "demo")["sections"][0]["items"][0]["data"]["n"] == 1
+
+
 def test_mirror_directory_sends_only_what_changed(diffcast, tmp_path):
     folder = tmp_path / "watched"
     (folder / "sub").mkdir(parents=True)
