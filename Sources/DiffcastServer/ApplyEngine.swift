@@ -33,15 +33,22 @@ public final class ApplyEngine {
     /// `unavailable` with this reason; reads and subscriptions go on.
     public var readOnlyReason: String?
 
+    /// `requestLimits` are the loop's: a logged or forwarded line is read again as it was read
+    /// when it was taken.
     public init(
         historyLimits: HistoryLimits = HistoryLimits(), limits: CollectionLimits = CollectionLimits(),
-        makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch, logger: Logger? = nil
+        requestLimits: RequestLimits = RequestLimits(), makeEpoch: @escaping () -> String = ApplyEngine.randomEpoch,
+        logger: Logger? = nil
     ) {
         self.logger = logger
         self.historyLimits = historyLimits
         self.limits = limits
+        self.lineParser = RequestParser(limits: requestLimits)
         self.makeEpoch = makeEpoch
     }
+
+    /// Reads logged and forwarded request lines with the loop's limits.
+    let lineParser: RequestParser
 
     /// 60 random bits as 15 hex digits: short enough for Swift to keep the string inline, so
     /// an epoch costs a collection no allocation.
@@ -263,7 +270,7 @@ public final class ApplyEngine {
 
     /// Applies one logged write line again, as it was applied when it was logged.
     private func redo(_ line: [UInt8], on state: CollectionState) throws {
-        guard case .write(_, let operation) = try RequestParser().parse(line: line).command else {
+        guard case .write(_, let operation) = try lineParser.parse(line: line).command else {
             throw RecoveryError.inconsistent("a logged line of '\(state.name)' is not a write")
         }
         try state.document.apply(operation)

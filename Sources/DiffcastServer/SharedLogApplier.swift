@@ -335,7 +335,7 @@ final class SharedLogApplier {
 
     /// Applies requests another daemon forwarded, as this collection's owner, and answers them.
     private func serve(_ batch: ForwardedBatch) {
-        let parser = RequestParser()
+        let parser = engine.lineParser
         var requests: [Request] = []
         for line in batch.lines {
             guard let request = try? parser.parse(line: line) else {

@@ -153,7 +153,8 @@ struct Diffcastd: ParsableCommand {
         server.reloadConfiguration = { reload(from: initial, logger: logger) }
         do {
             let engine = ApplyEngine(
-                historyLimits: validated.server.history, limits: validated.server.limits, logger: logger)
+                historyLimits: validated.server.history, limits: validated.server.limits,
+                requestLimits: validated.server.requestLimits, logger: logger)
             var store: StateStore?
             if let directory = validated.stateDirectory {
                 let opened = try StateStore(directory: directory, options: validated.store, logger: logger)
