@@ -34,7 +34,11 @@ public final class ApplyQueue: Sendable {
         var mayApplyInline: Bool
     }
 
-    /// The engine and the store are touched only on `worker`, which makes this box safe to share.
+    /// The engine and the store are touched by one thread at a time, which makes this box safe
+    /// to share: on `worker`, or on the submitting thread that applies a small batch inline. It
+    /// does so only when no drain is scheduled or running (`inbox.isApplying`) and only without a
+    /// store or a backbone, where that thread (the loop) is the only one that submits: no drain
+    /// can start until it has finished.
     private final class EngineBox: @unchecked Sendable {
         let engine: ApplyEngine
         let store: StateStore?
