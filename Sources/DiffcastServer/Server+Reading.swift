@@ -1,0 +1,310 @@
+import CLibUV
+import DiffcastCore
+import DiffcastHTTP
+import DiffcastWire
+import Glibc
+import Logging
+
+/// Accepting connections and reading them: access lists, backpressure, one request line at a
+/// time into the apply queue, and closing.
+extension Server {
+    // MARK: - Connections
+
+    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, isHTTP: Bool = false) {
+        lastConnectionID += 1
+        counters.connectionsAccepted += 1
+        metrics?.connectionsAccepted.increment()
+        logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
+        let connection = Connection(
+            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
+            // HTTP requests are checked by the router, token and all, before they become lines.
+            isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
+        connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
+        if isHTTP { connection.transport = .http(HTTPExchanges(reader: httpRequestReader())) }
+        connections[connection.id] = connection
+        dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+        guard connections.count <= configuration.maximumConnections else {
+            logger.warning(
+                "refusing a connection", metadata: ["limit": "max_connections \(configuration.maximumConnections)"])
+            let error = DiffcastError.limitExceeded(
+                "max_connections (\(configuration.maximumConnections)) clients connected")
+            connection.enqueue(SharedBytes(WireEncoder.disconnectEvent(code: error.code, message: error.message)))
+            connection.peerFinished = true
+            dirty.insert(connection.id)
+            flushDirty()
+            return
+        }
+        startReading(connection)
+    }
+
+    /// Whether the connection's peer may make this request; denials are logged.
+    func isPermitted(_ request: Request, on connection: Connection) -> Bool {
+        let list: AccessList
+        switch request.command {
+        case .write, .drop: list = configuration.publishers
+        case .get, .subscribe, .list, .stats: list = configuration.subscribers
+        case .ping, .auth, .unsubscribe: return true
+        }
+        // The lists name Unix-socket peers; TCP peers are checked by token before writing.
+        guard connection.isTCP || list.allows(connection.peer) else {
+            logger.warning(
+                "denied", metadata: ["op": "\(request.op)", "uid": "\(connection.peer?.userID.description ?? "?")"])
+            return false
+        }
+        return true
+    }
+
+    func startReading(_ connection: Connection) {
+        connection.isReadingPaused = false
+        uv_read_start(
+            dc_stream(connection.handle),
+            { handle, _, buffer in
+                guard let server = Server.from(handle), let buffer else { return }
+                buffer.pointee = uv_buf_init(
+                    server.readBuffer.baseAddress?.assumingMemoryBound(to: CChar.self), UInt32(server.readBuffer.count))
+            },
+            { stream, count, _ in
+                guard let stream, let server = Server.from(stream) else { return }
+                server.didRead(stream: stream, count: count)
+            })
+    }
+
+    /// Requests outstanding at the apply queue on one connection before it is read no further.
+    static let maximumOutstandingRequests: UInt64 = 65_536
+
+    /// Backpressure: a client that sends faster than it reads its answers is not read until it
+    /// has drained, so neither its responses nor its queued requests grow without bound.
+    func pauseReadingIfFlooded(_ connection: Connection) {
+        guard !connection.isReadingPaused, !connection.peerFinished else { return }
+        if connection.unsentBytes > configuration.maximumUnsentBytes
+            || connection.outstandingRequests > Self.maximumOutstandingRequests
+        {
+            uv_read_stop(dc_stream(connection.handle))
+            connection.isReadingPaused = true
+        }
+    }
+
+    func resumeReadingIfDrained(_ connection: Connection) {
+        guard connection.isReadingPaused, !connection.peerFinished, !connection.isClosing,
+            connection.unsentBytes <= configuration.maximumUnsentBytes / 2,
+            connection.outstandingRequests <= Self.maximumOutstandingRequests / 2
+        else { return }
+        startReading(connection)
+    }
+
+    func connection(of handle: UnsafeMutableRawPointer) -> Connection? {
+        guard let data = dc_handle(handle).pointee.data else { return nil }
+        return connections[ConnectionID(UInt(bitPattern: data))]
+    }
+
+    func didRead(stream: UnsafeMutablePointer<uv_stream_t>, count: Int) {
+        guard let connection = connection(of: stream) else { return }
+        if count < 0 {
+            if count == Int(UV_EOF.rawValue) {
+                stopReading(connection)
+                finishIfDone(connection)
+            } else {
+                close(connection)
+            }
+            return
+        }
+        guard count > 0 else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: readBuffer[0..<count])
+        if case .lines = connection.transport {
+            connection.framer.feed(bytes) { piece in
+                switch piece {
+                case .line(let line): handleLine(line, from: connection)
+                case .lineTooLong: answerLineTooLong(on: connection)
+                }
+            }
+        } else {
+            readHTTP(bytes, from: connection)
+        }
+        dirty.insert(connection.id)
+        submitPendingJobs()
+        flushDirty()
+        pauseReadingIfFlooded(connection)
+    }
+
+    /// A line over `max_line_bytes` is answered `line_too_long` and skipped; the connection goes on.
+    func answerLineTooLong(on connection: Connection) {
+        let slot = connection.reserveSlot()
+        let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
+        logRejected(error, op: nil, on: connection)
+        connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+    }
+
+    /// Requests refused before they reach the apply queue are logged as the engine logs the
+    /// ones it refuses ("request rejected", at debug).
+    func logRejected(_ error: DiffcastError, op: String?, on connection: Connection) {
+        logger.debug(
+            "request rejected",
+            metadata: [
+                "op": "\(op ?? "-")", "code": "\(error.code)", "message": "\(error.message)",
+                "connection": "\(connection.id)",
+            ])
+    }
+
+    func handleLine(_ line: [UInt8], from connection: Connection) {
+        // Lines after a policy stop (too many wrong tokens, a slow-subscriber disconnect) that
+        // arrived in the same read are not answered.
+        guard !connection.peerFinished else { return }
+        if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
+            return
+        }
+        counters.requests += 1
+        metrics?.requests.increment()
+        let slot = connection.reserveSlot()
+        let address = ResponseAddress(connection: connection.id, slot: slot)
+        let request: Request
+        do {
+            request = try parser.parse(line: line)
+        } catch {
+            logRejected(error.error, op: error.op, on: connection)
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
+            return
+        }
+        guard isPermitted(request, on: connection) else {
+            let who = connection.peer.map { "uid \($0.userID)" } ?? "this peer"
+            let error = DiffcastError.unauthorized("\(who) may not '\(request.op)' (see --publishers/--subscribers)")
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            return
+        }
+        if case .http = connection.transport, case .subscribe = request.command {
+            // A plain HTTP response has nowhere to put events.
+            let error = DiffcastError.invalidArgument(
+                "subscribe over HTTP with GET /v1/collections/NAME/events (Server-Sent Events) or /v1/ws (WebSocket)")
+            connection.answer(
+                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            return
+        }
+        switch request.command {
+        case .ping, .auth: break
+        default:
+            guard connection.isAuthenticated else {
+                let error = DiffcastError.unauthorized(
+                    "this TCP listener takes a token first: send `auth TOKEN` (the daemon's --tcp-token; the diffcast "
+                        + "command sends --token or $DIFFCAST_TOKEN)")
+                connection.answer(
+                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+                return
+            }
+        }
+        switch request.command {
+        case .ping:
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+        case .auth(let token):
+            if let expected = configuration.tcpToken, Self.constantTimeEqual(token, expected) {
+                connection.isAuthenticated = true
+                connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+            } else {
+                connection.failedAuthentications += 1
+                logger.warning(
+                    "authentication failed",
+                    metadata: ["connection": "\(connection.id)", "attempt": "\(connection.failedAuthentications)"])
+                let error = DiffcastError.unauthorized("wrong token")
+                connection.answer(
+                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+                if connection.failedAuthentications >= Self.authenticationAttempts {
+                    stopReading(connection)
+                }
+            }
+        case .unsubscribe(let name):
+            removeSubscription(of: connection, to: name)
+            connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
+            connection.releaseAnswers()
+        case .write, .drop, .get, .subscribe, .list, .stats:
+            pendingJobs.append(.request(request, address))
+        }
+    }
+
+    /// Wrong tokens a connection may present before it is closed.
+    static let authenticationAttempts = 3
+
+    /// Compares every byte whatever the first difference, so timing tells nothing of the token.
+    static func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
+        let left = Array(given.utf8)
+        let right = Array(expected.utf8)
+        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count)
+        for index in 0..<max(left.count, right.count) {
+            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
+        }
+        return difference == 0 && left.count == right.count
+    }
+
+    /// Reads no more from a connection: what was read is answered, then it is shut down.
+    func stopReading(_ connection: Connection) {
+        uv_read_stop(dc_stream(connection.handle))
+        connection.peerFinished = true
+    }
+
+    func submitPendingJobs() {
+        guard !pendingJobs.isEmpty, let applyQueue else { return }
+        let jobs = pendingJobs.swapAndClear()
+        guard let outcomes = applyQueue.submit(jobs, mayApplyHere: jobs.allSatisfy(isFromAClientThatWaits)) else {
+            return
+        }
+        // Applied at once on this thread: what the worker delivered before goes out first.
+        for outcome in mailbox?.take() ?? [] {
+            apply(outcome)
+        }
+        for outcome in outcomes {
+            apply(outcome)
+        }
+    }
+
+    /// Whether a job comes from a client with few unanswered requests (one at a time, or a
+    /// window of them): its answers are what it waits for, so they should take the shortest path.
+    func isFromAClientThatWaits(_ job: Job) -> Bool {
+        guard case .request(_, let address) = job, let connection = connections[address.connection] else {
+            return false
+        }
+        return connection.outstandingRequests <= Self.waitingClientRequests
+    }
+
+    /// Unanswered requests up to which a client counts as waiting for its answers (a feed's
+    /// window is 64; a pipelining writer has thousands in flight).
+    static let waitingClientRequests: UInt64 = 256
+
+    /// Shuts the stream down once every request has its answer and every byte is written.
+    func finishIfDone(_ connection: Connection) {
+        guard connection.peerFinished, !connection.isClosing, connection.outstandingRequests == 0,
+            !connection.hasOutbound, !connection.isWriting
+        else { return }
+        connection.markClosing()
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        request.initialize(to: uv_shutdown_t())
+        let result = uv_shutdown(request, dc_stream(connection.handle)) { request, _ in
+            guard let request else { return }
+            let stream = request.pointee.handle
+            request.deallocate()
+            if let stream, let server = Server.from(stream), let connection = server.connection(of: stream) {
+                server.close(connection)
+            }
+        }
+        if result != 0 {
+            request.deallocate()
+            close(connection)
+        }
+    }
+
+    func close(_ connection: Connection) {
+        guard connections.removeValue(forKey: connection.id) != nil else { return }
+        logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
+        connection.markClosing()
+        for name in connection.subscriptions.keys {
+            subscribers[name]?.remove(connection.id)
+        }
+        connection.subscriptions = [:]
+        dirty.remove(connection.id)
+        uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
+    }
+
+    func removeSubscription(of connection: Connection, to name: String) {
+        connection.subscriptions[name] = nil
+        subscribers[name]?.remove(connection.id)
+        if subscribers[name]?.isEmpty == true { subscribers[name] = nil }
+    }
+}

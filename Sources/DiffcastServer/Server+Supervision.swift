@@ -1,0 +1,68 @@
+import CLibUV
+import DiffcastCore
+import DiffcastHTTP
+import DiffcastWire
+import Glibc
+import Logging
+
+/// Reloading the configuration (SIGHUP), and what systemd and operators see: the status line,
+/// the watchdog, heartbeats on event streams.
+extension Server {
+    // MARK: - Reloading
+
+    /// Applies what can change while clients stay connected: limits, access lists, the token,
+    /// the slow-subscriber policy. New line limits apply to new connections.
+    func reload() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(microseconds)")
+        defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
+        guard let new = reloadConfiguration?() else { return }
+        configuration.maximumLineBytes = new.maximumLineBytes
+        configuration.maximumUnsentBytes = new.maximumUnsentBytes
+        configuration.slowSubscriberPolicy = new.slowSubscriberPolicy
+        configuration.maximumConnections = new.maximumConnections
+        configuration.publishers = new.publishers
+        configuration.subscribers = new.subscribers
+        configuration.tcpToken = new.tcpToken
+        configuration.limits = new.limits
+        _ = applyQueue?.submit([.setLimits(new.limits)])
+        logger.info("configuration reloaded")
+    }
+
+    // MARK: - Supervision
+
+    /// Status for `systemctl status` every few seconds, and the watchdog ping when systemd asks
+    /// for one. Both timers are unreferenced: they never keep the loop alive on their own.
+    func startHousekeeping() {
+        func every(_ milliseconds: UInt64, _ callback: @escaping uv_timer_cb) {
+            let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
+            timer.initialize(to: uv_timer_t())
+            uv_timer_init(loop, timer)
+            uv_timer_start(timer, callback, milliseconds, milliseconds)
+            uv_unref(dc_handle(timer))
+            housekeepingTimers.append(timer)
+        }
+        if configuration.httpAddress != nil {
+            every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
+        }
+        guard systemd.isSupervised else { return }
+        every(5000) { timer in
+            guard let server = Server.from(timer) else { return }
+            server.systemd.notify("STATUS=\(server.statusLine())")
+        }
+        if let interval = systemd.watchdogIntervalMilliseconds {
+            every(interval) { timer in Server.from(timer)?.systemd.notify("WATCHDOG=1") }
+        }
+    }
+
+    func statusLine() -> String {
+        let subscriptions = subscribers.values.reduce(0) { $0 + $1.count }
+        let serving =
+            "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
+            + "\(connections.count) connections"
+        guard let readOnlyReason else { return serving }
+        return "read-only: disk full or failing (\(readOnlyReason)); " + serving
+    }
+}

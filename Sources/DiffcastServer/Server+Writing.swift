@@ -1,0 +1,140 @@
+import CLibUV
+import DiffcastCore
+import DiffcastHTTP
+import DiffcastWire
+import Glibc
+import Logging
+
+/// Writing what connections queued: straight to the socket when the kernel takes it, else a
+/// `uv_write` whose completion starts the next.
+extension Server {
+    // MARK: - Writing
+
+    func flushDirty() {
+        repeat {
+            for id in dirty {
+                guard let connection = connections[id] else { continue }
+                startWrite(connection)
+                resumeReadingIfDrained(connection)
+                finishIfDone(connection)
+            }
+            dirty.removeAll(keepingCapacity: true)
+            // Connections that drained may have asked for catch-ups.
+            submitPendingJobs()
+        } while !dirty.isEmpty
+    }
+
+    /// Writes everything queued, unless a write is already in flight (its completion starts
+    /// the next one). The bytes go straight to the socket first (`uv_try_write`): when the
+    /// kernel takes them all, the usual case, the write costs no request, no callback and no
+    /// change of what the loop polls for. What it does not take goes to a `uv_write`.
+    func startWrite(_ connection: Connection) {
+        while !connection.isWriting, connection.hasOutbound, !connection.isClosing {
+            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
+            let total = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0)
+            let written = writeBuffers.withUnsafeBufferPointer { buffers in
+                uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
+            }
+            if Int(written) == total {
+                connection.writeFinished(bytes: total)
+                requestCatchUpsIfDrained(connection)
+                continue
+            }
+            guard written >= 0 || written == UV_EAGAIN.rawValue else {
+                connection.writeFinished(bytes: total)
+                close(connection)
+                return
+            }
+            let taken = Int(max(written, 0))
+            connection.sent(bytes: taken)
+            queueWrite(of: chunks, skipping: taken, to: connection)
+            return
+        }
+    }
+
+    /// Buffers taken for one vectored write.
+    static let buffersPerWrite = 512
+
+    /// Hands the bytes of `chunks` after the first `skipped` to libuv, which writes them when
+    /// the socket can take them; `didWrite` follows.
+    func queueWrite(of chunks: [SharedBytes], skipping skipped: Int, to connection: Connection) {
+        let byteCount = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: skipped)
+        let context = WriteContext(connection: connection.id, chunks: chunks, byteCount: byteCount)
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.initialize(to: uv_write_t())
+        request.pointee.data = Unmanaged.passRetained(context).toOpaque()
+        // libuv copies the buffer descriptors; the bytes stay alive in `context`.
+        let result = writeBuffers.withUnsafeBufferPointer { buffers in
+            uv_write(request, dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count)) {
+                request, status in
+                guard let request, let data = request.pointee.data else { return }
+                let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
+                let stream = request.pointee.handle
+                request.deallocate()
+                guard let stream, let server = Server.from(stream) else { return }
+                server.didWrite(context, status: status)
+            }
+        }
+        if result != 0 {
+            Unmanaged<WriteContext>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            connection.writeFinished(bytes: byteCount)
+            close(connection)
+        }
+    }
+
+    func didWrite(_ context: WriteContext, status: Int32) {
+        guard let connection = connections[context.connection] else { return }
+        connection.writeFinished(bytes: context.byteCount)
+        if status != 0 {
+            close(connection)
+            return
+        }
+        startWrite(connection)
+        requestCatchUpsIfDrained(connection)
+        resumeReadingIfDrained(connection)
+        submitPendingJobs()
+        finishIfDone(connection)
+    }
+}
+
+/// Keeps the bytes of one queued write alive until libuv's write callback.
+final class WriteContext {
+    let connection: ConnectionID
+    let chunks: [SharedBytes]
+    /// The bytes handed to libuv (the chunks' bytes less what was written before).
+    let byteCount: Int
+
+    init(connection: ConnectionID, chunks: [SharedBytes], byteCount: Int) {
+        self.connection = connection
+        self.chunks = chunks
+        self.byteCount = byteCount
+    }
+}
+
+/// Describes queued chunks as libuv buffers for one vectored write.
+enum WriteBuffers {
+    /// A `uv_buf_t` holds at most 4 GiB: a larger event (a snapshot of a huge collection) is
+    /// written as several buffers.
+    static let largestBuffer = 1 << 30
+
+    /// Replaces `buffers` with the bytes of `chunks` after the first `skipped`, and returns
+    /// how many bytes they describe.
+    static func fill(_ buffers: inout [uv_buf_t], with chunks: [SharedBytes], skipping skipped: Int) -> Int {
+        buffers.removeAll(keepingCapacity: true)
+        var toSkip = skipped
+        var total = 0
+        for chunk in chunks {
+            var offset = min(toSkip, chunk.count)
+            toSkip -= offset
+            while offset < chunk.count {
+                let length = min(chunk.count - offset, largestBuffer)
+                buffers.append(
+                    uv_buf_init((chunk.pointer + offset).assumingMemoryBound(to: CChar.self), UInt32(length)))
+                offset += length
+                total += length
+            }
+        }
+        return total
+    }
+}
