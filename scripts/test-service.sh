@@ -53,8 +53,8 @@ cp -a "$cache" "$root"
 cp "$deb" "$root/root/diffcast.deb"
 # The guest has no network: its dependencies that the cached root lacks go in beside it.
 mkdir -p "$work/debs" "$root/root/debs"
-(cd "$work/debs" && apt-get download -q libnats3.4 libprotobuf-c1 libssl3 >/dev/null 2>&1) \
-  || { echo "cannot download libnats3.4 and its dependencies"; exit 1; }
+(cd "$work/debs" && apt-get download -q libnats3.4 libprotobuf-c1 libssl3 libhttp-parser2.9 libwslay1 >/dev/null 2>&1) \
+  || { echo "cannot download libnats3.4, libhttp-parser2.9, libwslay1 and their dependencies"; exit 1; }
 cp "$work"/debs/*.deb "$root/root/debs/"
 
 systemd-nspawn -b -D "$root" --keep-unit --register=no --console=pipe --private-network \
