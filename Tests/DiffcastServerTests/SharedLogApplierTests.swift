@@ -121,8 +121,10 @@ import Testing
             ("c", [.batch(collection: "c", version: 0, writes: [])]),
             ("c", [.batch(collection: "c", version: .max, writes: [])]),
             ("c", [.batch(collection: "c", version: 7, writes: [Array(#"{"op":"drop","collection":"c"}"#.utf8)])]),
-            ("c", []),
             ("c", [.batch(collection: "other", version: 2, writes: [])]),
+            // Last: a message without records must move the log position too, or the owner's
+            // next append is fenced by it.
+            ("c", []),
         ]
         for message in poison { cluster.inject(message.records, on: message.subject) }
         for (slot, line) in writes.enumerated().dropFirst() {
