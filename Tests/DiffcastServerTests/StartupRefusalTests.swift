@@ -43,8 +43,13 @@ import Testing
         writer.start()
         for attempt in 0..<Self.attempts() {
             let second = try Daemon(arguments: arguments, waitForSocket: false)
-            second.process.waitUntilExit()
-            #expect(second.process.terminationStatus != 0, "attempt \(attempt): the second daemon ran")
+            // A second daemon that is not refused runs: it is stopped, and that is the failure.
+            let deadline = Date().addingTimeInterval(10)
+            while second.process.isRunning && Date() < deadline { usleep(10_000) }
+            let refused = !second.process.isRunning && second.process.terminationStatus != 0
+            _ = second.stop(signal: SIGKILL)
+            #expect(refused, "attempt \(attempt): the second daemon ran")
+            guard refused else { break }
             #expect(
                 second.log().contains("in use by another daemon (pid \(first.pid))"),
                 "attempt \(attempt): \(second.log().suffix(300))")
