@@ -31,9 +31,9 @@ public struct SharedLogSnapshot: Sendable {
     /// Nil when the bytes are not a snapshot or its digest does not match its sections.
     init?(decoding bytes: [UInt8]) {
         guard let value = try? JSONParser.parse(bytes, maximumDepth: 1024), case .string(let name) = value["name"],
-            case .number(let logText) = value["log"], let logSequence = UInt64(logText),
+            case .number(let logText) = value["log"], let logSequence = UInt64(counter: logText),
             case .string(let epoch) = value["epoch"], case .number(let versionText) = value["version"],
-            let version = UInt64(versionText), let sections = try? CollectionMirror.outline(value["sections"]),
+            let version = UInt64(counter: versionText), let sections = try? CollectionMirror.outline(value["sections"]),
             case .string(let digest) = value["digest"], digest == Digest(of: sections).description
         else { return nil }
         self.name = name

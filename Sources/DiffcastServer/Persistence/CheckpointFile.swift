@@ -102,14 +102,14 @@ enum CheckpointFile {
             throw damaged(error.message)
         }
         guard case .number(let formatText) = value["format"], Int(formatText) == format,
-            case .number(let coveredText) = value["wal"], let covered = UInt64(coveredText),
-            case .number(let sequenceText) = value["next_sequence"], let nextSequence = UInt64(sequenceText),
+            case .number(let coveredText) = value["wal"], let covered = UInt64(counter: coveredText),
+            case .number(let sequenceText) = value["next_sequence"], let nextSequence = UInt64(counter: sequenceText),
             case .array(let rawCollections) = value["collections"]
         else { throw damaged("missing 'format', 'wal', 'next_sequence' or 'collections'") }
         var collections: [Entry] = []
         for raw in rawCollections {
             guard case .string(let name) = raw["name"], case .string(let epoch) = raw["epoch"],
-                case .number(let versionText) = raw["version"], let version = UInt64(versionText)
+                case .number(let versionText) = raw["version"], let version = UInt64(counter: versionText)
             else { throw damaged("a collection without name, epoch or version") }
             let sections: [SectionOutline]
             do {
@@ -126,7 +126,7 @@ enum CheckpointFile {
                     throw damaged("\(name): its sections do not make a collection")
                 }
                 for event in events {
-                    guard case .number(let pastText) = event["version"], let past = UInt64(pastText), past < version,
+                    guard case .number(let pastText) = event["version"], let past = UInt64(counter: pastText), past < version,
                         history.last.map({ $0.version < past }) ?? true,
                         case .string(let pastDigest) = event["digest"],
                         let changeset = try? CollectionMirror.changeset(event),

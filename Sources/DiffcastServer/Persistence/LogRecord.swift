@@ -50,7 +50,7 @@ public enum LogRecord: Sendable, Equatable {
             guard case .string(let epoch) = value["e"] else { return nil }
             self = .create(collection: name, epoch: epoch)
         case "batch":
-            guard case .number(let text) = value["v"], let version = UInt64(text), case .array(let lines) = value["w"]
+            guard case .number(let text) = value["v"], let version = UInt64(counter: text), case .array(let lines) = value["w"]
             else { return nil }
             var writes: [[UInt8]] = []
             for line in lines {
@@ -87,5 +87,16 @@ public enum LogRecord: Sendable, Equatable {
             records.append(record)
         }
         return records
+    }
+}
+
+extension UInt64 {
+    /// A version, log sequence or generation read from a file or the shared log: at most
+    /// 2^63 − 1, so that counting on from it can never overflow (no daemon counts that far; a
+    /// larger one is damage, or someone else's message). The fuzz targets found each place where
+    /// 2^64 − 1 trapped the next write or the recovery.
+    init?(counter text: String) {
+        guard let value = UInt64(text), value <= UInt64(Int64.max) else { return nil }
+        self = value
     }
 }

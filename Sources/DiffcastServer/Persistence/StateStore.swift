@@ -171,7 +171,7 @@ public final class StateStore {
         let covered = state.checkpoint?.coveredGeneration ?? 0
         let generations = try FileIO.listDirectory(directory).compactMap { name -> UInt64? in
             guard name.hasPrefix("wal-"), name.hasSuffix(".log") else { return nil }
-            return UInt64(name.dropFirst(4).dropLast(4))
+            return UInt64(counter: String(name.dropFirst(4).dropLast(4)))
         }.sorted()
         state.coveredLogs = generations.filter { $0 <= covered }.map { directory + "/wal-\($0).log" }
         let uncovered = generations.filter { $0 > covered }
