@@ -126,7 +126,8 @@ enum CheckpointFile {
                     throw damaged("\(name): its sections do not make a collection")
                 }
                 for event in events {
-                    guard case .number(let pastText) = event["version"], let past = UInt64(counter: pastText), past < version,
+                    guard case .number(let pastText) = event["version"], let past = UInt64(counter: pastText),
+                        past < version,
                         history.last.map({ $0.version < past }) ?? true,
                         case .string(let pastDigest) = event["digest"],
                         let changeset = try? CollectionMirror.changeset(event),

@@ -50,7 +50,8 @@ public enum LogRecord: Sendable, Equatable {
             guard case .string(let epoch) = value["e"] else { return nil }
             self = .create(collection: name, epoch: epoch)
         case "batch":
-            guard case .number(let text) = value["v"], let version = UInt64(counter: text), case .array(let lines) = value["w"]
+            guard case .number(let text) = value["v"], let version = UInt64(counter: text),
+                case .array(let lines) = value["w"]
             else { return nil }
             var writes: [[UInt8]] = []
             for line in lines {
