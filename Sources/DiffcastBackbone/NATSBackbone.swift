@@ -46,7 +46,10 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private let watchQueue = DispatchQueue(label: "diffcast.backbone.follow")
     private let behind = Atomic<UInt64>(0)
     private let arrivalSignal = DispatchSemaphore(value: 0)
-    private let wakeHandler = Locked<(@Sendable () -> Void)?>(nil)
+    /// Set once by `start`. The closure sits in a box: read out of a generic lock by `inout`, a
+    /// bare closure gained two reabstraction thunks per read, and a follower's stack grew with
+    /// every log message until it overflowed.
+    private let wakeHandler = Locked<WakeBox?>(nil)
     private let leases = Locked<[String: Lease]>([:])
     /// Other daemons' leases as last read, so that forwarding a write does not ask the lease
     /// store each time (see `remember`).
@@ -108,7 +111,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     // MARK: - Backbone
 
     public func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart {
-        wakeHandler.withLock { $0 = wake }
+        wakeHandler.withLock { $0 = WakeBox(wake: wake) }
         try client.ensureStream(name: Self.stream, subjects: ["diffcast.log.>"], replicas: settings.replicas)
         try client.ensureStream(
             name: Self.snapshots, subjects: ["diffcast.snapshot.>"], replicas: settings.replicas,
@@ -294,8 +297,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         }
     }
 
-    public func loadSnapshot(of collection: String) -> [UInt8]? {
-        try? client.lastMessage(
+    public func loadSnapshot(of collection: String) throws -> [UInt8]? {
+        try client.lastMessage(
             stream: Self.snapshots, subject: "diffcast.snapshot.\(SubjectToken.encode(collection))")?
             .data
     }
@@ -347,7 +350,7 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     private func arrived() {
         arrivalSignal.signal()
-        wakeHandler.withLock { $0 }?()
+        wakeHandler.withLock { $0 }?.wake()
     }
 
     /// A lease taken or renewed by a request sent at `asked` lasts, as far as this daemon may
@@ -449,4 +452,10 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             serving()
         }
     }
+}
+
+/// The wake handler, kept as an object so that reading it copies a reference, not a closure.
+private final class WakeBox: Sendable {
+    let wake: @Sendable () -> Void
+    init(wake: @escaping @Sendable () -> Void) { self.wake = wake }
 }

@@ -64,6 +64,10 @@ final class NATSClient: @unchecked Sendable {
         natsOptions_SetMaxReconnect(options, -1)
         natsOptions_SetReconnectWait(options, 250)
         natsOptions_SetTimeout(options, 2000)
+        // A server cut off (not closed) is noticed within seconds, not libnats' default of two
+        // minutes of pings: until then the daemon's requests wait on a dead connection.
+        natsOptions_SetPingInterval(options, 1000)
+        natsOptions_SetMaxPingsOut(options, 3)
         var connection: OpaquePointer?
         try check(natsConnection_Connect(&connection, options), "connecting to \(servers.joined(separator: ","))")
         var jetStream: OpaquePointer?
@@ -261,18 +265,11 @@ final class NATSClient: @unchecked Sendable {
         return keep(box, subscription)
     }
 
-    /// Ends a subscription made by `follow`.
+    /// Ends delivery of a subscription made by `follow`. It is destroyed only by `close`:
+    /// libnats may still be resetting a stalled ordered consumer on its own threads, and
+    /// destroying it then made them use freed memory (a SIGSEGV seen in the backbone soak).
     func stopFollowing(_ subscription: SubscriptionHandle) {
-        let wasOpen = subscriptions.withLock { subscriptions in
-            guard let index = subscriptions.firstIndex(where: { $0.pointer == subscription.pointer }) else {
-                return false
-            }
-            subscriptions.remove(at: index)
-            return true
-        }
-        guard wasOpen else { return }
         natsSubscription_Unsubscribe(subscription.pointer)
-        natsSubscription_Destroy(subscription.pointer)
     }
 
     // MARK: - Core NATS
@@ -370,13 +367,12 @@ final class NATSClient: @unchecked Sendable {
         natsMsg_Destroy(message)
     }
 
-    private static let errorCallback: natsErrHandler = { _, subscription, status, closure in
+    /// Reports the status only: the subscription may be one being reset or closed, and reading
+    /// it (its subject) then touched freed memory.
+    private static let errorCallback: natsErrHandler = { _, _, status, closure in
         guard let closure else { return }
-        var text = String(cString: natsStatus_GetText(status))
-        if let subscription, let subject = natsSubscription_GetSubject(subscription) {
-            text += " (subscription to \(String(cString: subject)))"
-        }
-        Unmanaged<ErrorHandlerBox>.fromOpaque(closure).takeUnretainedValue().handle(text)
+        Unmanaged<ErrorHandlerBox>.fromOpaque(closure).takeUnretainedValue().handle(
+            String(cString: natsStatus_GetText(status)))
     }
 }
 

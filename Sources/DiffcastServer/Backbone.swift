@@ -37,8 +37,9 @@ public protocol Backbone: AnyObject, Sendable {
     /// Keeps a collection's snapshot taken at log message `sequence`, then cuts the messages
     /// before that one from its log (the last one stays: appends are checked against it).
     func saveSnapshot(_ snapshot: [UInt8], of collection: String, at sequence: UInt64)
-    /// The collection's latest snapshot, if any.
-    func loadSnapshot(of collection: String) -> [UInt8]?
+    /// The collection's latest snapshot; nil when it has none. Throws when the store could not
+    /// be asked (the caller tries again later rather than taking "none" for an answer).
+    func loadSnapshot(of collection: String) throws -> [UInt8]?
     /// Stops following, releases every lease, and closes.
     func stop()
 }

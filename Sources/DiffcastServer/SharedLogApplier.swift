@@ -23,6 +23,8 @@ final class SharedLogApplier {
     private var writesForwarded: UInt64 = 0
     /// Log messages skipped by the rule of `apply`.
     private var logSkipped: UInt64 = 0
+    /// Log messages that wait for a snapshot that could not be read (see `apply`).
+    private var waiting: [LogMessage] = []
     /// Outcomes produced while serving arrivals in the middle of other work.
     private var outcomes: [Outcome] = []
     /// How long a forwarded write waits for the owner's log to reach this daemon before it is
@@ -115,27 +117,39 @@ final class SharedLogApplier {
     /// its subject, or its batch does not follow the collection's version even after the
     /// collection's snapshot was reloaded. A skipped message still moves the collection's log
     /// position, so its owner appends after it and is not fenced by it.
-    private func apply(_ messages: [LogMessage]) {
-        for message in messages where message.sequence > appliedThrough {
-            appliedThrough = message.sequence
+    ///
+    /// When the snapshot that would decide cannot be read (the stream is re-electing after a
+    /// partition heals), the message and those after it wait in `waiting` and are tried again at
+    /// the next arrival: taking "no snapshot" for an answer then skipped them, and the daemon
+    /// stayed behind for good.
+    private func apply(_ arrived: [LogMessage]) {
+        let messages = waiting + arrived
+        waiting = []
+        for (index, message) in messages.enumerated() where message.sequence > appliedThrough {
             guard let name = message.collection ?? message.records.first?.collection else {
+                appliedThrough = message.sequence
                 skip(message, because: "its subject names no collection and it has no records")
                 continue
             }
-            guard !reflects(message.sequence, of: name) else { continue }
+            guard !reflects(message.sequence, of: name) else {
+                appliedThrough = message.sequence
+                continue
+            }
+            if !message.records.isEmpty, !engine.fits(message.records), !recoverFromSnapshot(of: name) {
+                waiting = Array(messages[index...])
+                return
+            }
+            appliedThrough = message.sequence
             defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }
             guard !message.records.isEmpty, message.records.allSatisfy({ $0.collection == name }) else {
                 skip(message, because: "it has no records of collection '\(name)' alone")
                 continue
             }
-            if !engine.fits(message.records) {
-                recoverFromSnapshot(of: name)
-                guard !reflects(message.sequence, of: name) else { continue }
-                guard engine.fits(message.records) else {
-                    let held = engine.position(of: name).map { "version \($0.version)" } ?? "nothing"
-                    skip(message, because: "its batch does not follow \(held) of '\(name)'")
-                    continue
-                }
+            guard !reflects(message.sequence, of: name) else { continue }
+            guard engine.fits(message.records) else {
+                let held = engine.position(of: name).map { "version \($0.version)" } ?? "nothing"
+                skip(message, because: "its batch does not follow \(held) of '\(name)'")
+                continue
             }
             outcomes += engine.follow(message.records)
         }
@@ -155,14 +169,27 @@ final class SharedLogApplier {
     }
 
     /// A message does not follow what this daemon holds of its collection: the messages in
-    /// between were cut from the log after a snapshot, which holds them.
-    private func recoverFromSnapshot(of name: String) {
-        guard let bytes = backbone.loadSnapshot(of: name), let snapshot = SharedLogSnapshot(decoding: bytes) else {
-            return logger.error(
+    /// between were cut from the log after a snapshot, which holds them. False when the snapshot
+    /// store could not be asked (try again later); true when it answered, with a snapshot (now
+    /// adopted) or without.
+    private func recoverFromSnapshot(of name: String) -> Bool {
+        let bytes: [UInt8]?
+        do {
+            bytes = try backbone.loadSnapshot(of: name)
+        } catch {
+            logger.warning(
+                "shared log: cannot read a snapshot now; the log waits",
+                metadata: ["collection": "\(name)", "error": "\(error)"])
+            return false
+        }
+        guard let bytes, let snapshot = SharedLogSnapshot(decoding: bytes) else {
+            logger.error(
                 "the shared log skips versions of a collection and has no snapshot of it",
                 metadata: ["collection": "\(name)"])
+            return true
         }
         adopt(snapshot)
+        return true
     }
 
     /// Applies arrivals until the log has been applied through `sequence`.

@@ -399,7 +399,7 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
         cluster.log.removeAll { $0.collection == collection && $0.sequence < sequence }
     }
 
-    func loadSnapshot(of collection: String) -> [UInt8]? { cluster.snapshots[collection] }
+    func loadSnapshot(of collection: String) throws -> [UInt8]? { cluster.snapshots[collection] }
 
     func stop() {}
 }
