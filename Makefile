@@ -23,7 +23,7 @@ RUNTIME_PACKAGES := libuv1 libnats3.4 libhttp-parser2.9 libwslay1 libssl3
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize test-web test-partition build release stamp run test test-clients test-backbone conformance soak soak-backbone bench \
+.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize fuzz test-web test-partition build release stamp run test test-clients test-backbone conformance soak soak-backbone bench \
 	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
@@ -155,6 +155,12 @@ test-sanitize: deps
 	@if ls $(SANITIZER_REPORTS)/* >/dev/null 2>&1; then \
 	  echo "sanitizer reports in $(SANITIZER_REPORTS):"; head -60 $(SANITIZER_REPORTS)/*; exit 1; \
 	else echo "sanitizers: no reports"; fi
+
+# Coverage-guided fuzzing (libFuzzer, -sanitize=fuzzer,address) of every place bytes come in from
+# outside: Fuzz/ is a package of its own (the root build is unaffected). Replays
+# Fuzz/regressions first, then runs each target for FUZZ_SECONDS (60); see Fuzz/README.md.
+fuzz: deps
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) scripts/fuzz.sh $(TARGETS)
 
 # The crash test for longer: CYCLES kill -9/restart cycles (200 by default).
 soak: deps

@@ -8,6 +8,12 @@ let package = Package(
         .executable(name: "diffcast", targets: ["diffcast"]),
         .library(name: "DiffcastCore", targets: ["DiffcastCore"]),
         .library(name: "DiffcastClient", targets: ["DiffcastClient"]),
+        // For the fuzz targets in Fuzz/ (a package of their own that depends on this one by path,
+        // so `swift build` here is unaffected): a package sees another's modules only as products.
+        .library(
+            name: "DiffcastFuzzing",
+            targets: ["DiffcastWire", "DiffcastHTTP", "DiffcastServer", "DiffcastBackbone", "DiffcastConfiguration"]
+        ),
     ],
     dependencies: [
         // Command-line parsing of diffcastd and the benchmarks.

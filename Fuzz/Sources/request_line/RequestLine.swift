@@ -1,0 +1,53 @@
+import DiffcastCore
+@testable import DiffcastWire
+import FuzzSupport
+
+/// Bytes from a client socket, as the daemon's loop handles them (Server.onRead/handleLine):
+/// framed into lines by `LineFramer`, whitespace-only lines skipped, each line parsed by
+/// `RequestParser` (JSON object or inline form, down to `WriteDecoder`), and answered: an error
+/// response for a line that does not parse. Every response must be one line of JSON.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    // The line that ends the input is a line too (the daemon would wait for its `\n`).
+    var input = Fuzz.bytes(data, size)
+    input.append(UInt8(ascii: "\n"))
+    let parser = RequestParser(limits: RequestLimits())
+    var framer = LineFramer(maximumLineBytes: 2048)
+    input.withUnsafeBytes { raw in
+        framer.feed(raw) { piece in
+            guard case .line(let line) = piece else {
+                check(WireEncoder.failure(id: nil, op: nil, error: .lineTooLong(limit: 2048)), "line_too_long")
+                return
+            }
+            if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
+                return
+            }
+            do throws(RequestError) {
+                let request = try parser.parse(line: line)
+                var expected = line
+                if expected.last == UInt8(ascii: "\r") { expected.removeLast() }
+                guard request.line == expected else { Fuzz.failure("the request keeps another line") }
+                check(WireEncoder.success(id: request.id, op: request.op), "success")
+            } catch {
+                check(WireEncoder.failure(id: error.id, op: error.op, error: error.error), "failure")
+            }
+        }
+    }
+    return 0
+}
+
+/// A response is one line of JSON (an id or message echoed from the request must be escaped);
+/// checked by the parser's tokenizer alone, which is what costs least.
+private func check(_ response: [UInt8], _ what: String) {
+    let isJSON = response.withUnsafeBufferPointer { buffer in
+        (try? JSONParser.withView(of: UnsafeBufferPointer(rebasing: buffer.dropLast()), maximumDepth: 16) { _ in })
+            != nil
+    }
+    guard response.last == UInt8(ascii: "\n"), !response.dropLast().contains(UInt8(ascii: "\n")), isJSON else {
+        Fuzz.failure("\(what) response is not one JSON line: \(String(decoding: response, as: UTF8.self))")
+    }
+}
+
+@main enum Main {
+    static func main() { Fuzz.main { data, size in fuzz(data!, size) } }
+}
