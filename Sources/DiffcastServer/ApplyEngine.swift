@@ -261,6 +261,12 @@ public final class ApplyEngine {
             guard let state = collections[name] else {
                 throw RecoveryError.inconsistent("a batch for '\(name)', which does not exist")
             }
+            // A logged batch follows the version before it; the history (and a checkpoint made
+            // from it) must never hold a version twice (found by the wal_file fuzz target).
+            guard version > 0, version - 1 == state.version else {
+                throw RecoveryError.inconsistent(
+                    "a batch for '\(name)' at version \(version), which does not follow \(state.version)")
+            }
             for line in writes { try redo(line, on: state) }
             _ = state.document.takeMarks()
             state.version = version

@@ -1,4 +1,6 @@
 import DiffcastCore
+import Foundation
+import Logging
 import Testing
 
 @testable import DiffcastServer
@@ -25,5 +27,22 @@ import Testing
         #expect(LogRecord.records(inPayload: payload) == nil)
         let fine = Array(#"[{"t":"batch","c":"pp","v":9223372036854775807,"w":[]}]"#.utf8)
         #expect(LogRecord.records(inPayload: fine)?.count == 1)
+    }
+
+    /// A logged batch that does not follow its collection's version (here a second version 0)
+    /// stops recovery naming it: replayed, it put a version twice into the history, and the next
+    /// checkpoint could not be read back (found by the wal_file fuzz target).
+    @Test func aLoggedBatchThatDoesNotFollowStopsRecovery() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "dc-follow-\(UUID().uuidString.prefix(8))"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+            try store.recover(into: ApplyEngine())
+            try store.append([.create(collection: "c", epoch: "e"), .batch(collection: "c", version: 0, writes: [])])
+        }
+        let store = try StateStore(directory: path, options: .init(), logger: Logger(label: "test"))
+        #expect(throws: PersistenceError.self) { try store.recover(into: ApplyEngine()) }
     }
 }
