@@ -4,22 +4,22 @@
 #
 #   scripts/fuzz.sh [-t SECONDS] [-c release|debug] [--build-only] [--regressions-only] [TARGET...]
 #
-# Per target it first replays Fuzz/regressions/TARGET/* (every input that once crashed must now
-# pass), then fuzzes for SECONDS from the seeds in Fuzz/corpus/TARGET plus the corpus grown by
-# earlier runs (kept in .build-fuzz/corpus/TARGET), and prints what libFuzzer's last status line
-# says: executions, coverage (cov: edges, ft: features), time, and crashes. A crash's input is
-# kept in .build-fuzz/artifacts/TARGET/ (reproduce: .build-fuzz/CONFIG/TARGET FILE). The exit
-# status is 1 when any target crashed or a regression input fails.
+# Per target it first replays Fuzz/regressions/TARGET/* (inputs that crashed it: each passes once
+# its bug is fixed; see Fuzz/regressions/README.md), then fuzzes for SECONDS from the seeds in
+# Fuzz/corpus/TARGET plus the corpus grown by earlier runs (kept in .build-fuzz/corpus/TARGET),
+# and prints what libFuzzer's last status line says: executions, coverage (cov: edges, ft:
+# features), time, and crashes. A crash's input is kept in .build-fuzz/artifacts/TARGET/
+# (reproduce: .build-fuzz/CONFIG/TARGET FILE). The exit status is 1 when any target crashed or a
+# regression input fails.
 #
 # Environment: FUZZ_SECONDS (default 60), FUZZ_CONFIG (release: -O keeps overflow and bounds
 # checks and runs ~7x faster than debug under ASan; debug also checks assert()), SWIFT (swift),
 # FUZZ_FLAGS (more libFuzzer flags, e.g. "-jobs=1" or "-dict=..."), ASAN_OPTIONS (default:
-# malloc_context_size=0, which keeps Swift's many small allocations cheap; unset it to get
+# malloc_context_size=0, which keeps Swift's many small allocations cheap; set it empty to get
 # allocation stacks when reproducing a memory error).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
-root=$(pwd)
 seconds=${FUZZ_SECONDS:-60}
 config=${FUZZ_CONFIG:-release}
 swift=${SWIFT:-swift}
@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 all=(request_line request_apply wal_file checkpoint_file shared_log_message shared_log_snapshot forward event_line
-    config_file)
+    config_file http_request websocket_frames)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # The dictionary of each target's format (the ones of numbers at their limits, op names, keys).
@@ -69,7 +69,7 @@ nice -n 19 "$swift" build --package-path Fuzz --scratch-path "$scratch" -c "$con
 export ASAN_OPTIONS=${ASAN_OPTIONS-malloc_context_size=0}
 # A Swift trap must reach libFuzzer's handler (which saves the input), not the runtime's backtracer.
 export SWIFT_BACKTRACE=enable=no
-# Scratch state directories of wal_file, removed at the end.
+# Scratch state directories of wal_file and checkpoint_file, removed at the end.
 export DIFFCAST_FUZZ_SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/diffcast-fuzz.XXXXXX")
 trap 'rm -rf "$DIFFCAST_FUZZ_SCRATCH"' EXIT
 
