@@ -156,7 +156,7 @@ public struct HTTPRouter: Sendable {
             request.header("authorization").flatMap { value -> String? in
                 value.hasPrefix("Bearer ") ? String(value.dropFirst(7)) : nil
             } ?? request.query["token"]
-        guard let presented, constantTimeEqual(presented, token) else {
+        guard let presented, Self.constantTimeEqual(presented, token) else {
             return .error(
                 401, code: "unauthorized",
                 "this endpoint takes the daemon's token (--tcp-token): 'Authorization: Bearer TOKEN', or ?token=TOKEN",
@@ -180,11 +180,15 @@ public struct HTTPRouter: Sendable {
         return output.bytes
     }
 
-    private func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
-        let a = Array(given.utf8)
-        let b = Array(expected.utf8)
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-        for index in 0..<Swift.min(a.count, b.count) { difference |= a[index] ^ b[index] }
-        return difference == 0
+    /// Compares a presented token with the expected one in time that does not depend on where
+    /// they differ (the socket's `auth` uses it too).
+    public static func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
+        let left = Array(given.utf8)
+        let right = Array(expected.utf8)
+        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count)
+        for index in 0..<max(left.count, right.count) {
+            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
+        }
+        return difference == 0 && left.count == right.count
     }
 }

@@ -196,7 +196,7 @@ extension Server {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
         case .auth(let token):
-            if let expected = configuration.tcpToken, Self.constantTimeEqual(token, expected) {
+            if let expected = configuration.tcpToken, HTTPRouter.constantTimeEqual(token, expected) {
                 connection.isAuthenticated = true
                 connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
             } else {
@@ -222,17 +222,6 @@ extension Server {
 
     /// Wrong tokens a connection may present before it is closed.
     static let authenticationAttempts = 3
-
-    /// Compares every byte whatever the first difference, so timing tells nothing of the token.
-    static func constantTimeEqual(_ given: String, _ expected: String) -> Bool {
-        let left = Array(given.utf8)
-        let right = Array(expected.utf8)
-        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count)
-        for index in 0..<max(left.count, right.count) {
-            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
-        }
-        return difference == 0 && left.count == right.count
-    }
 
     /// Reads no more from a connection: what was read is answered, then it is shut down.
     func stopReading(_ connection: Connection) {
