@@ -36,6 +36,19 @@ import Testing
         let daemon = try Daemon(arguments: ["--publishers", "uid:4242"])
         chmod(daemon.socketPath, 0o666)
         chmod(daemon.directory.path, 0o755)
+        let responses = try Self.responsesToNobody(
+            ["append_sections x {\"sections\":[{\"id\":\"s\"}]}", "subscribe x", "ping"], on: daemon)
+        #expect(responses[0]["error"]?["code"] == .string("unauthorized"))
+        #expect(responses[0]["error"]?["message"]?.string?.contains("uid 65534") == true)
+        #expect(responses[1].isOK, "subscribing is open to everyone here")
+        #expect(responses[2].isOK)
+        // Root, and the listed uid, may publish.
+        #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
+    }
+
+    /// The responses (events left out) to `lines` sent with `nc -U` by uid 65534, a peer that
+    /// no list names.
+    static func responsesToNobody(_ lines: [String], on daemon: Daemon) throws -> [JSONValue] {
         let netcat = Process()
         netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", "-N", daemon.socketPath]
@@ -44,20 +57,16 @@ import Testing
         netcat.standardInput = input
         netcat.standardOutput = output
         try netcat.run()
-        input.fileHandleForWriting.write(
-            Data("append_sections x {\"sections\":[{\"id\":\"s\"}]}\nsubscribe x\nping\n".utf8))
+        input.fileHandleForWriting.write(Data(lines.map { $0 + "\n" }.joined().utf8))
         try input.fileHandleForWriting.close()
         let reader = LineReader(output.fileHandleForReading)
-        var lines: [JSONValue] = []
-        while lines.filter({ $0["ok"] != nil }).count < 3 { lines.append(try reader.next()) }
+        var responses: [JSONValue] = []
+        while responses.count < lines.count {
+            let line = try reader.next()
+            if line["ok"] != nil { responses.append(line) }
+        }
         netcat.waitUntilExit()
-        let responses = lines.filter { $0["ok"] != nil }
-        #expect(responses[0]["error"]?["code"] == .string("unauthorized"))
-        #expect(responses[0]["error"]?["message"]?.string?.contains("uid 65534") == true)
-        #expect(responses[1].isOK, "subscribing is open to everyone here")
-        #expect(responses[2].isOK)
-        // Root, and the listed uid, may publish.
-        #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
+        return responses
     }
 
     /// One request line per op, and the list that governs it (nil: open to every peer).
@@ -94,23 +103,7 @@ import Testing
         chmod(daemon.directory.path, 0o755)
         #expect(try Client(path: daemon.socketPath).request(#"apply x {"sections":[{"id":"s","items":["a"]}]}"#).isOK)
         let before = try Client(path: daemon.socketPath).request("get x")
-        let netcat = Process()
-        netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", "-N", daemon.socketPath]
-        let input = Pipe()
-        let output = Pipe()
-        netcat.standardInput = input
-        netcat.standardOutput = output
-        try netcat.run()
-        input.fileHandleForWriting.write(Data(Self.everyOp.map { $0.line + "\n" }.joined().utf8))
-        try input.fileHandleForWriting.close()
-        let reader = LineReader(output.fileHandleForReading)
-        var responses: [JSONValue] = []
-        while responses.count < Self.everyOp.count {
-            let line = try reader.next()
-            if line["ok"] != nil { responses.append(line) }
-        }
-        netcat.waitUntilExit()
+        let responses = try Self.responsesToNobody(Self.everyOp.map(\.line), on: daemon)
         for ((line, list), response) in zip(Self.everyOp, responses) {
             let refused = response["error"]?["code"] == .string("unauthorized")
             let shouldBe = list.map { restricted.contains($0) } ?? false
