@@ -383,24 +383,22 @@ public enum Differ {
     /// Reloads and reconfigures the writes asked for, except of what this changeset inserts
     /// (an insertion already carries the item's current data).
     private static func addMarks(_ hints: Hints, new: Snapshot, into changeset: inout Changeset) {
+        // Marks are listed also for what the same version inserted: a reload asked for is never
+        // dropped (and a windowed subscriber that already shows the item needs it).
         let marks = hints.marks
-        let insertedSections = Set(changeset.sections.inserted.map(\.id))
-        for id in marks.reloadedSections where !insertedSections.contains(id) {
+        for id in marks.reloadedSections {
             if let index = new.position(ofSection: id) {
                 changeset.sections.reloaded.append(.init(index: index, id: id))
             }
         }
-        let inserted =
-            marks.reloadedItems.isEmpty && marks.reconfiguredItems.isEmpty
-            ? [] : Set(changeset.items.inserted.map(\.id))
-        for id in marks.reloadedItems where !inserted.contains(id) {
+        for id in marks.reloadedItems {
             if let path = hints.newLocations[id] {
                 changeset.items.reloaded.append(.init(at: path, id: id))
             }
         }
         guard !marks.reconfiguredItems.isEmpty else { return }
         let alreadyUpdated = Set(changeset.items.updated.map(\.id))
-        for id in marks.reconfiguredItems where !alreadyUpdated.contains(id) && !inserted.contains(id) {
+        for id in marks.reconfiguredItems where !alreadyUpdated.contains(id) {
             if let path = hints.newLocations[id] {
                 let data = new.sections[path.section].items[path.item].data
                 changeset.items.updated.append(.init(at: path, id: id, data: data))

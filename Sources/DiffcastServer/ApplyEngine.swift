@@ -70,9 +70,11 @@ public final class ApplyEngine {
             switch job {
             case .request(let request, let address):
                 handle(request, address)
-            case .catchUp(let connection, let name, let since):
+            case .catchUp(let connection, let name, let since, let window):
                 publishOpenBatch(of: name)
-                catchUp(connection: connection, name: name, since: since)
+                catchUp(connection: connection, name: name, since: since, window: window)
+            case .leaveWindow(let connection, let name):
+                collections[name]?.windows.leave(connection)
             case .setLimits(let newLimits):
                 limits = newLimits
             }
@@ -127,11 +129,12 @@ public final class ApplyEngine {
         switch request.command {
         case .write(let name, let operation):
             write(operation, to: name, request, address)
-        case .get(let name):
+        case .get(let name, let window):
             publishOpenBatch(of: name)
             guard let state = existing(name) else {
                 return fail(request, address, .unknownCollection(name))
             }
+            if let window { return getView(of: state, window, request, address) }
             let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
                 output.appendRaw(",\"collection\":")
                 output.append(string: name)
@@ -139,13 +142,20 @@ public final class ApplyEngine {
                     of: state.document.snapshot, version: state.version, epoch: state.epoch, into: &output)
             }
             outcomes.append(.response(address, SharedBytes(bytes)))
-        case .subscribe(let name, let since, let epoch):
+        case .subscribe(let name, let since, let epoch, let window):
             publishOpenBatch(of: name)
             if collections[name] == nil && isAtCollectionLimit {
                 return fail(
                     request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
             }
-            subscribe(name, since: since, epoch: epoch, request, address)
+            if let window {
+                subscribe(name, window: window, request, address)
+            } else {
+                subscribe(name, since: since, epoch: epoch, request, address)
+            }
+        case .window(let name, let window):
+            publishOpenBatch(of: name)
+            rewindow(name, window, request, address)
         case .drop(let name):
             publishOpenBatch(of: name)
             guard existing(name) != nil else {
@@ -182,7 +192,9 @@ public final class ApplyEngine {
     public func changesLog(_ command: Command) -> Bool {
         switch command {
         case .write, .drop: true
-        case .subscribe(let name, _, _): existing(name) == nil
+        case .subscribe(let name, _, _, let window):
+            // An anchor cannot be in a collection that does not exist: that subscribe is refused.
+            existing(name) == nil && window?.anchor == nil
         default: false
         }
     }
@@ -328,13 +340,17 @@ public final class ApplyEngine {
         let document = try Document(restoring: snapshot.sections)
         let changeset = Differ.changeset(from: state.document.snapshot, to: document.snapshot)
         let from = state.version
+        let previous = state.document.snapshot
         state.document = document
         state.version = snapshot.version
         let event = WireEncoder.changesetEvent(
             collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
             digest: Digest(of: document.snapshot))
         state.remember(document.snapshot, as: state.version)
-        outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
+        outcomes.append(
+            .published(
+                collection: name, from: from, to: state.version, event: SharedBytes(event),
+                windows: advanceWindows(of: state, from: previous, changeset: changeset)))
         return outcomes
     }
 
@@ -466,7 +482,10 @@ public final class ApplyEngine {
                 digest: Digest(of: state.document.snapshot))
             state.remember(state.document.snapshot, as: state.version)
             journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
-            outcomes.append(.published(collection: name, from: from, to: state.version, event: SharedBytes(event)))
+            outcomes.append(
+                .published(
+                    collection: name, from: from, to: state.version, event: SharedBytes(event),
+                    windows: advanceWindows(of: state, from: batch.base, changeset: changeset)))
         }
         let mark = VersionMark(collection: name, version: state.version)
         // The writes of a batch share their version, so writes without an `id` and with the same
@@ -495,26 +514,44 @@ public final class ApplyEngine {
         touch(name)
         let state = state(for: name)
         materialize(state)
+        state.windows.leave(address.connection)
         let event = catchUpEvent(state, since: epoch == nil || epoch == state.epoch ? since : nil)
-        let response = WireEncoder.success(id: request.id, op: request.op) { output in
-            output.appendRaw(",\"collection\":")
-            output.append(string: name)
-            output.appendRaw(",\"epoch\":")
-            output.append(string: state.epoch)
-            output.appendRaw(",\"version\":")
-            output.append(state.version)
-        }
         outcomes.append(
             .subscribed(
                 address, collection: name, version: state.version, event: event.map(SharedBytes.init),
-                response: SharedBytes(response)))
+                response: SharedBytes(subscribedResponse(to: request, of: state))))
     }
 
-    private func catchUp(connection: ConnectionID, name: String, since: UInt64) {
+    private func catchUp(connection: ConnectionID, name: String, since: UInt64, window range: WindowRange?) {
         guard let state = existing(name) else { return }
-        let event = catchUpEvent(state, since: since) ?? []
+        guard let range else {
+            let event = catchUpEvent(state, since: since) ?? []
+            outcomes.append(
+                .caughtUp(connection: connection, collection: name, version: state.version, event: SharedBytes(event)))
+            return
+        }
+        // A windowed subscriber holds the view of `range` at `since`: one changeset from it to its
+        // window's view now (none when they are the same), or the view when `since` is forgotten.
+        guard let group = state.windows.group(of: connection), let tracker = state.windows.tracker(group) else {
+            return
+        }
+        var event: [UInt8] = []
+        if let old = state.snapshot(at: since)?.view(range) {
+            let changeset = WindowTracker.changeset(from: old, to: tracker.view)
+            if !changeset.isEmpty {
+                event = WireEncoder.windowChangesetEvent(
+                    collection: name, epoch: state.epoch, to: state.version, changeset: changeset, place: tracker.place,
+                    digest: Digest(of: tracker.view)
+                ).bytes(from: since)
+            }
+        } else {
+            event = WireEncoder.windowSnapshotEvent(
+                collection: name, epoch: state.epoch, version: state.version, view: tracker.view, place: tracker.place)
+        }
         outcomes.append(
-            .caughtUp(connection: connection, collection: name, version: state.version, event: SharedBytes(event)))
+            .caughtUp(
+                connection: connection, collection: name, version: state.version, event: SharedBytes(event),
+                window: tracker.range))
     }
 
     /// Nothing when `since` is current, one changeset from `since` when its snapshot is still
@@ -530,6 +567,127 @@ public final class ApplyEngine {
         }
         return WireEncoder.snapshotEvent(
             collection: state.name, epoch: state.epoch, version: state.version, snapshot: current)
+    }
+
+    // MARK: - Windows
+
+    /// Subscribes with a window (SPEC.md "Windows"): the subscriber joins the group showing that
+    /// window and is sent its view. An anchor that is not in the collection is refused, and
+    /// then nothing changes: no collection is made, the connection's subscription goes on.
+    private func subscribe(_ name: String, window: Window, _ request: Request, _ address: ResponseAddress) {
+        let tracker: WindowTracker
+        do {
+            tracker = try WindowTracker(window, over: existing(name)?.document ?? Document())
+        } catch {
+            return fail(request, address, existing(name) == nil ? .inMissingCollection(name, error) : error)
+        }
+        touch(name)
+        let state = state(for: name)
+        materialize(state)
+        var join: WindowJoin?
+        var shown = tracker
+        if address.connection != SharedLogApplier.forwardedConnection {
+            // A subscribe another daemon forwarded only makes the collection; its subscriber is there.
+            let (group, groupTracker) = state.windows.join(address.connection, tracker, nextID: nextWindowGroup)
+            join = WindowJoin(group: group, range: groupTracker.range)
+            shown = groupTracker
+        }
+        let event = WireEncoder.windowSnapshotEvent(
+            collection: name, epoch: state.epoch, version: state.version, view: shown.view, place: shown.place)
+        outcomes.append(
+            .subscribed(
+                address, collection: name, version: state.version, event: SharedBytes(event),
+                response: SharedBytes(subscribedResponse(to: request, of: state)), window: join))
+    }
+
+    /// The `window` op: moves the connection's windowed subscription to another window, with one
+    /// changeset from its old view to the new one (a subscriber that is behind gets a catch-up
+    /// instead, from the loop).
+    private func rewindow(_ name: String, _ window: Window, _ request: Request, _ address: ResponseAddress) {
+        guard let state = existing(name), let group = state.windows.group(of: address.connection),
+            let old = state.windows.tracker(group)
+        else {
+            return fail(
+                request, address,
+                .invalidArgument(
+                    "this connection has no windowed subscription to '\(name)': subscribe with a window first"))
+        }
+        let tracker: WindowTracker
+        do {
+            tracker = try WindowTracker(window, over: state.document)
+        } catch {
+            return fail(request, address, error)
+        }
+        let (newGroup, shown) = state.windows.join(address.connection, tracker, nextID: nextWindowGroup)
+        let changeset = WindowTracker.changeset(from: old.view, to: shown.view)
+        let event =
+            changeset.isEmpty
+            ? nil
+            : WireEncoder.windowChangesetEvent(
+                collection: name, epoch: state.epoch, to: state.version, changeset: changeset, place: shown.place,
+                digest: Digest(of: shown.view))
+        let response = WireEncoder.success(id: request.id, op: request.op) { output in
+            output.appendRaw(",\"version\":")
+            output.append(state.version)
+        }
+        outcomes.append(
+            .rewindowed(
+                address, collection: name, version: state.version,
+                window: WindowJoin(group: newGroup, range: shown.range),
+                event: event, response: SharedBytes(response)))
+    }
+
+    /// `get` with a window: the view at the current version, with its place and digest.
+    private func getView(of state: CollectionState, _ window: Window, _ request: Request, _ address: ResponseAddress) {
+        let tracker: WindowTracker
+        do {
+            tracker = try WindowTracker(window, over: state.document)
+        } catch {
+            return fail(request, address, error)
+        }
+        let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
+            output.appendRaw(",\"collection\":")
+            output.append(string: state.name)
+            WireEncoder.appendState(of: tracker.view, version: state.version, epoch: state.epoch, into: &output)
+            WireEncoder.appendWindow(tracker.place, into: &output)
+        }
+        outcomes.append(.response(address, SharedBytes(bytes)))
+    }
+
+    /// Moves a collection's windows on to the version just published (whose previous state was
+    /// `previous`); the events of the windows whose view changed.
+    private func advanceWindows(
+        of state: CollectionState, from previous: Snapshot, changeset: Changeset
+    ) -> [WindowDelivery] {
+        guard !state.windows.isEmpty else { return [] }
+        let changed = state.windows.advance(
+            from: previous, to: state.document, marks: WindowMarks(of: changeset))
+        return changed.map { group, tracker, windowChangeset in
+            WindowDelivery(
+                group: group,
+                event: WireEncoder.windowChangesetEvent(
+                    collection: state.name, epoch: state.epoch, to: state.version, changeset: windowChangeset,
+                    place: tracker.place, digest: Digest(of: tracker.view)),
+                range: tracker.range)
+        }
+    }
+
+    private var lastWindowGroup: WindowGroupID = 0
+
+    private func nextWindowGroup() -> WindowGroupID {
+        lastWindowGroup += 1
+        return lastWindowGroup
+    }
+
+    private func subscribedResponse(to request: Request, of state: CollectionState) -> [UInt8] {
+        WireEncoder.success(id: request.id, op: request.op) { output in
+            output.appendRaw(",\"collection\":")
+            output.append(string: state.name)
+            output.appendRaw(",\"epoch\":")
+            output.append(string: state.epoch)
+            output.appendRaw(",\"version\":")
+            output.append(state.version)
+        }
     }
 }
 

@@ -16,6 +16,8 @@ final class CollectionState {
     private(set) var history: VersionHistory = []
     /// The writes applied since the last published version, while the engine collects them.
     var openBatch: OpenBatch?
+    /// The windows its windowed subscribers hold.
+    var windows = WindowGroups()
     private let historyLimits: HistoryLimits
 
     init(name: String, epoch: String, historyLimits: HistoryLimits) {

@@ -1,4 +1,5 @@
 import CLibUV
+import DiffcastCore
 import DiffcastHTTP
 import DiffcastWire
 
@@ -93,6 +94,9 @@ final class Connection {
     /// connection does not follow that collection).
     private func hasBeenSent(_ mark: VersionMark?) -> Bool {
         guard let mark, let subscription = subscriptions[mark.collection] else { return true }
+        // A windowed subscriber that is not behind has been sent every event up to the last
+        // version published, and no event is due for a version that left its view as it was.
+        if subscription.window != nil && !subscription.isLagging { return true }
         return subscription.version >= mark.version
     }
 
@@ -255,9 +259,20 @@ private struct PendingAnswer {
 
 /// A connection's place in a collection's stream of versions.
 struct Subscription {
-    /// The version of the last event queued to the connection.
+    /// The version of the last event queued to the connection (a windowed subscription: the
+    /// version it is current through, kept while it is behind).
     var version: UInt64
     /// Events are being skipped because the connection is behind; a catch-up follows.
     var isLagging = false
     var catchUpRequested = false
+    /// For a windowed subscription, its window and the view it was last sent.
+    var window: WindowedView?
+}
+
+/// What a windowed subscriber holds: the view of `range` at `eventVersion`, the version of the
+/// last event it was sent (the `from` of its next), as its window `group` showed it.
+struct WindowedView {
+    var group: WindowGroupID
+    var eventVersion: UInt64
+    var range: WindowRange
 }

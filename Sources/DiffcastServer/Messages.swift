@@ -20,8 +20,12 @@ public struct ResponseAddress: Hashable, Sendable {
 public enum Job: Sendable {
     /// A request that needs the collections' state (writes, get, subscribe, drop, list, stats).
     case request(Request, ResponseAddress)
-    /// A subscriber that fell behind has drained: bring it from `since` to the current version.
-    case catchUp(connection: ConnectionID, collection: String, since: UInt64)
+    /// A subscriber that fell behind has drained: bring it from `since` to the current version
+    /// (a windowed one from the view of `window` at `since` to its window's view now).
+    case catchUp(connection: ConnectionID, collection: String, since: UInt64, window: WindowRange? = nil)
+    /// A windowed subscription ended on the loop (unsubscribe, a closed connection): its
+    /// window is no longer computed for it.
+    case leaveWindow(connection: ConnectionID, collection: String)
     /// New limits from a configuration reload, for the writes after it.
     case setLimits(CollectionLimits)
 }
@@ -38,11 +42,24 @@ public enum Outcome: Sendable {
     case response(ResponseAddress, SharedBytes)
     /// The response to a write that is visible from `mark.version` on.
     case acknowledged(ResponseAddress, SharedBytes, VersionMark)
-    /// A new version: `event` goes to every subscriber that holds `from`.
-    case published(collection: String, from: UInt64, to: UInt64, event: SharedBytes)
+    /// A new version: `event` goes to every whole subscriber that holds `from`, and each of
+    /// `windows` to the subscribers of a window whose view it changed.
+    case published(
+        collection: String, from: UInt64, to: UInt64, event: SharedBytes, windows: [WindowDelivery] = [])
     /// A subscription starts at `version`; `event` (snapshot or changeset), if any, goes first.
-    case subscribed(ResponseAddress, collection: String, version: UInt64, event: SharedBytes?, response: SharedBytes)
-    case caughtUp(connection: ConnectionID, collection: String, version: UInt64, event: SharedBytes)
+    /// With `window`, it is a windowed subscription in that group.
+    case subscribed(
+        ResponseAddress, collection: String, version: UInt64, event: SharedBytes?, response: SharedBytes,
+        window: WindowJoin? = nil)
+    /// A windowed subscription moved to another window at `version`; `event` takes a subscriber
+    /// that holds its old window's view there to the new one (nil: the view is the same).
+    case rewindowed(
+        ResponseAddress, collection: String, version: UInt64, window: WindowJoin, event: WindowEvent?,
+        response: SharedBytes)
+    /// `event` (empty when nothing changed) brings a subscriber that fell behind to `version`;
+    /// a windowed one now holds the view of `window`.
+    case caughtUp(
+        connection: ConnectionID, collection: String, version: UInt64, event: SharedBytes, window: WindowRange? = nil)
     case dropped(collection: String)
     /// `list` and `stats` answers, finished by the loop, which knows the subscribers.
     case listing(ResponseAddress, id: JSONText?, collections: [CollectionSummary])

@@ -25,28 +25,46 @@ extension Server {
             respond(address, bytes)
         case .acknowledged(let address, let bytes, let mark):
             respond(address, bytes, after: mark)
-        case .published(let name, let from, let to, let event):
+        case .published(let name, let from, let to, let event, let windows):
             fanOut(collection: name, from: from, to: to, event: event)
-        case .subscribed(let address, let name, let version, let event, let response):
-            guard let connection = connections[address.connection] else { return }
+            for delivery in windows { fanOut(collection: name, to: to, delivery) }
+        case .subscribed(let address, let name, let version, let event, let response, let window):
+            guard let connection = connections[address.connection] else {
+                // Gone before its subscription was made: its window is not computed any more.
+                if window != nil { pendingJobs.append(.leaveWindow(connection: address.connection, collection: name)) }
+                return
+            }
             if let event { queue(event, to: connection) }
-            connection.subscriptions[name] = Subscription(version: version)
-            subscribers[name, default: []].insert(connection.id)
+            install(
+                Subscription(
+                    version: version,
+                    window: window.map { WindowedView(group: $0.group, eventVersion: version, range: $0.range) }),
+                of: connection, to: name)
             logger.debug(
                 "subscribed",
                 metadata: ["connection": "\(connection.id)", "collection": "\(name)", "version": "\(version)"])
             respond(address, response)
             connection.releaseAnswers()
-        case .caughtUp(let id, let name, let version, let event):
-            guard let connection = connections[id], connection.subscriptions[name] != nil else { return }
+        case .rewindowed(let address, let name, let version, let join, let event, let response):
+            rewindow(address, name, version, join, event, response)
+        case .caughtUp(let id, let name, let version, let event, let range):
+            guard let connection = connections[id], var subscription = connection.subscriptions[name] else { return }
             counters.catchUps += 1
             metrics?.catchUps.increment()
             queue(event, to: connection)
-            connection.subscriptions[name] = Subscription(version: version)
+            subscription.version = version
+            subscription.isLagging = false
+            subscription.catchUpRequested = false
+            if let range, event.count > 0 {
+                subscription.window?.eventVersion = version
+                subscription.window?.range = range
+            }
+            connection.subscriptions[name] = subscription
             connection.releaseAnswers()
         case .dropped(let name):
             let event = SharedBytes(WireEncoder.droppedEvent(collection: name))
-            for id in subscribers.removeValue(forKey: name) ?? [] {
+            let windowed = windowSubscribers.removeValue(forKey: name)?.values.flatMap { $0 } ?? []
+            for id in (subscribers.removeValue(forKey: name) ?? []).union(windowed) {
                 guard let connection = connections[id] else { continue }
                 connection.subscriptions[name] = nil
                 queue(event, to: connection)
@@ -62,7 +80,7 @@ extension Server {
                         [
                             (",\"version\":", row.version), (",\"sections\":", UInt64(row.sections)),
                             (",\"items\":", UInt64(row.items)),
-                            (",\"subscribers\":", UInt64(subscribers[row.name]?.count ?? 0)),
+                            (",\"subscribers\":", UInt64(subscriberCount(of: row.name))),
                         ], to: &output)
                     output.appendRaw("}")
                 }
@@ -91,7 +109,7 @@ extension Server {
             let fields: [(StaticString, UInt64)] = [
                 (",\"connections\":", UInt64(connections.count)),
                 (",\"connections_accepted\":", counters.connectionsAccepted),
-                (",\"subscriptions\":", UInt64(subscribers.values.reduce(0) { $0 + $1.count })),
+                (",\"subscriptions\":", UInt64(subscriptionCount)),
                 (",\"collections\":", UInt64(applied.collections)),
                 (",\"requests\":", counters.requests),
                 (",\"writes_applied\":", applied.writesApplied),
@@ -171,8 +189,8 @@ extension Server {
         counters.slowDisconnects += 1
         metrics?.slowDisconnects.increment()
         logger.warning("disconnecting a slow subscriber", metadata: ["connection": "\(connection.id)"])
-        for name in connection.subscriptions.keys {
-            removeSubscription(of: connection, to: name)
+        for name in Array(connection.subscriptions.keys) {
+            removeSubscription(of: connection, to: name, tellingTheEngine: true)
         }
         stopReading(connection)
         connection.discardOutbound()
@@ -190,7 +208,74 @@ extension Server {
         for (name, subscription) in connection.subscriptions
         where subscription.isLagging && !subscription.catchUpRequested {
             connection.subscriptions[name]?.catchUpRequested = true
-            pendingJobs.append(.catchUp(connection: connection.id, collection: name, since: subscription.version))
+            pendingJobs.append(
+                .catchUp(
+                    connection: connection.id, collection: name, since: subscription.version,
+                    window: subscription.window?.range))
         }
+    }
+
+    /// Sends a window's event to the subscribers of its group, each with the `from` of its own
+    /// previous event (nearly always one value, so the line is made once); one over its
+    /// unsent-bytes limit is caught up later, as for whole subscribers.
+    func fanOut(collection name: String, to version: UInt64, _ delivery: WindowDelivery) {
+        guard let members = windowSubscribers[name]?[delivery.group] else { return }
+        var made: (from: UInt64, bytes: SharedBytes)?
+        for id in members {
+            guard let connection = connections[id], let subscription = connection.subscriptions[name],
+                let window = subscription.window, window.group == delivery.group, !subscription.isLagging
+            else { continue }
+            guard connection.unsentBytes <= configuration.maximumUnsentBytes else {
+                fallBehind(connection, in: name)
+                continue
+            }
+            if made?.from != window.eventVersion {
+                made = (window.eventVersion, SharedBytes(delivery.event.bytes(from: window.eventVersion)))
+            }
+            if let made { queue(made.bytes, to: connection) }
+            connection.subscriptions[name]?.window = WindowedView(
+                group: delivery.group, eventVersion: version, range: delivery.range)
+            connection.releaseAnswers()
+        }
+    }
+
+    /// A windowed subscriber over its limit: disconnected by policy, or left at the view it
+    /// holds until it drains and is caught up.
+    private func fallBehind(_ connection: Connection, in name: String) {
+        if configuration.slowSubscriberPolicy == .disconnect {
+            disconnectSlow(connection)
+            return
+        }
+        guard var subscription = connection.subscriptions[name], let window = subscription.window else { return }
+        subscription.isLagging = true
+        subscription.version = window.eventVersion
+        connection.subscriptions[name] = subscription
+        requestCatchUpsIfDrained(connection)
+    }
+
+    /// The answer to a `window` op: the subscriber is sent the changeset to its new window's
+    /// view first, or, when it is behind, the answer waits for its catch-up (which the apply
+    /// queue computes under the new window).
+    private func rewindow(
+        _ address: ResponseAddress, _ name: String, _ version: UInt64, _ join: WindowJoin, _ event: WindowEvent?,
+        _ response: SharedBytes
+    ) {
+        guard let connection = connections[address.connection], var subscription = connection.subscriptions[name],
+            var window = subscription.window
+        else { return respond(address, response) }
+        window.group = join.group
+        if subscription.isLagging {
+            subscription.window = window
+            install(subscription, of: connection, to: name)
+            return respond(address, response, after: VersionMark(collection: name, version: version))
+        }
+        if let event { queue(SharedBytes(event.bytes(from: window.eventVersion)), to: connection) }
+        if event != nil {
+            window.eventVersion = version
+            window.range = join.range
+        }
+        subscription.window = window
+        install(subscription, of: connection, to: name)
+        respond(address, response)
     }
 }

@@ -42,7 +42,7 @@ extension Server {
         let list: AccessList
         switch request.command {
         case .write, .drop: list = configuration.publishers
-        case .get, .subscribe, .list, .stats: list = configuration.subscribers
+        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers
         case .ping, .auth, .unsubscribe: return true
         }
         // The lists name Unix-socket peers; TCP peers are checked by token before writing.
@@ -212,10 +212,10 @@ extension Server {
                 }
             }
         case .unsubscribe(let name):
-            removeSubscription(of: connection, to: name)
+            removeSubscription(of: connection, to: name, tellingTheEngine: true)
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
             connection.releaseAnswers()
-        case .write, .drop, .get, .subscribe, .list, .stats:
+        case .write, .drop, .get, .subscribe, .window, .list, .stats:
             pendingJobs.append(.request(request, address))
         }
     }
@@ -283,17 +283,48 @@ extension Server {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
-        for name in connection.subscriptions.keys {
-            subscribers[name]?.remove(connection.id)
+        for name in Array(connection.subscriptions.keys) {
+            removeSubscription(of: connection, to: name, tellingTheEngine: true)
         }
-        connection.subscriptions = [:]
         dirty.remove(connection.id)
         uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
     }
 
-    func removeSubscription(of connection: Connection, to name: String) {
-        connection.subscriptions[name] = nil
-        subscribers[name]?.remove(connection.id)
-        if subscribers[name]?.isEmpty == true { subscribers[name] = nil }
+    /// Ends a connection's subscription on the loop. One that the loop ends by itself (not a
+    /// `subscribe` replacing it, not a `drop`) tells the apply queue, which computes its window.
+    func removeSubscription(of connection: Connection, to name: String, tellingTheEngine: Bool) {
+        guard let subscription = connection.subscriptions.removeValue(forKey: name) else { return }
+        if let window = subscription.window {
+            windowSubscribers[name]?[window.group]?.remove(connection.id)
+            if windowSubscribers[name]?[window.group]?.isEmpty == true { windowSubscribers[name]?[window.group] = nil }
+            if windowSubscribers[name]?.isEmpty == true { windowSubscribers[name] = nil }
+            if tellingTheEngine { pendingJobs.append(.leaveWindow(connection: connection.id, collection: name)) }
+        } else {
+            subscribers[name]?.remove(connection.id)
+            if subscribers[name]?.isEmpty == true { subscribers[name] = nil }
+        }
+    }
+
+    /// Puts a connection's subscription in place, replacing the one it had (the apply queue
+    /// already let go of that one's window).
+    func install(_ subscription: Subscription, of connection: Connection, to name: String) {
+        removeSubscription(of: connection, to: name, tellingTheEngine: false)
+        connection.subscriptions[name] = subscription
+        if let window = subscription.window {
+            windowSubscribers[name, default: [:]][window.group, default: []].insert(connection.id)
+        } else {
+            subscribers[name, default: []].insert(connection.id)
+        }
+    }
+
+    /// Subscribers of a collection, whole and windowed.
+    func subscriberCount(of name: String) -> Int {
+        (subscribers[name]?.count ?? 0) + (windowSubscribers[name]?.values.reduce(0) { $0 + $1.count } ?? 0)
+    }
+
+    /// Subscriptions of every connection.
+    var subscriptionCount: Int {
+        subscribers.values.reduce(0) { $0 + $1.count }
+            + windowSubscribers.values.reduce(0) { total, groups in total + groups.values.reduce(0) { $0 + $1.count } }
     }
 }

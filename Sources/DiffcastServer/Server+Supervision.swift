@@ -58,7 +58,7 @@ extension Server {
     }
 
     func statusLine() -> String {
-        let subscriptions = subscribers.values.reduce(0) { $0 + $1.count }
+        let subscriptions = subscriptionCount
         let serving =
             "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
             + "\(connections.count) connections"

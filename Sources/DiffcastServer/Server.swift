@@ -18,7 +18,11 @@ public final class Server {
     /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
     public internal(set) var listenerNames: [String] = []
     var connections: [ConnectionID: Connection] = [:]
+    /// Whole subscribers by collection.
     var subscribers: [String: Set<ConnectionID>] = [:]
+    /// Windowed subscribers by collection and window group: a version's window event goes to
+    /// the members of its group, and a version outside every window touches none of them.
+    var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
     var dirty: Set<ConnectionID> = []
@@ -128,7 +132,7 @@ public final class Server {
             if let metrics, let address = configuration.metricsAddress {
                 metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
                     metrics.connections.set(Int64(connections.count))
-                    metrics.subscriptions.set(Int64(subscribers.values.reduce(0) { $0 + $1.count }))
+                    metrics.subscriptions.set(Int64(subscriptionCount))
                     if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))

@@ -385,7 +385,7 @@ final class SharedLogApplier {
                 switch outcome {
                 case .response(let address, let bytes) where address.connection == Self.forwardedConnection,
                     .acknowledged(let address, let bytes, _) where address.connection == Self.forwardedConnection,
-                    .subscribed(let address, _, _, _, let bytes) where address.connection == Self.forwardedConnection:
+                    .subscribed(let address, _, _, _, let bytes, _) where address.connection == Self.forwardedConnection:
                     responses[Int(address.slot)] = bytes.bytes
                 default:
                     outcomes.append(outcome)
@@ -405,7 +405,7 @@ extension Job {
     var collection: String? {
         switch self {
         case .request(let request, _): request.command.collection
-        case .catchUp(_, let name, _): name
+        case .catchUp(_, let name, _, _), .leaveWindow(_, let name): name
         case .setLimits: nil
         }
     }

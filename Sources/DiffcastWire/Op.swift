@@ -1,12 +1,13 @@
 /// The ops of SPEC.md, looked up once per request (then every table is indexed by it).
 enum Op: Int, CaseIterable {
-    case ping, auth, list, stats, get, subscribe, unsubscribe, drop
+    case ping, auth, list, stats, get, subscribe, unsubscribe, drop, window
     case apply, appendSections, insertSections, deleteSections, moveSection, reloadSections, updateSections
     case appendItems, insertItems, deleteItems, deleteAll, moveItem, reloadItems, reconfigureItems, updateItems
     case batch
 
     private static let names = [
-        "ping", "auth", "list", "stats", "get", "subscribe", "unsubscribe", "drop", "apply", "append_sections",
+        "ping", "auth", "list", "stats", "get", "subscribe", "unsubscribe", "drop", "window", "apply",
+        "append_sections",
         "insert_sections", "delete_sections", "move_section", "reload_sections", "update_sections",
         "append_items", "insert_items", "delete_items", "delete_all", "move_item", "reload_items",
         "reconfigure_items", "update_items", "batch",
@@ -56,7 +57,7 @@ enum Op: Int, CaseIterable {
     var batchEntryKeys: [String] { Self.batchEntryKeys[rawValue] }
 
     private static let requestKeys = allCases.map { op in
-        let namesCollection = op.isWrite || [.get, .unsubscribe, .drop, .subscribe].contains(op)
+        let namesCollection = op.isWrite || [.get, .unsubscribe, .drop, .subscribe, .window].contains(op)
         return op.argumentKeys + KeyCheck.everyRequest + (namesCollection ? ["collection"] : [])
     }
     private static let batchEntryKeys = allCases.map { $0.argumentKeys + KeyCheck.everyRequest }
@@ -66,9 +67,10 @@ enum Op: Int, CaseIterable {
 
     private static let argumentKeys: [[String]] = allCases.map { op in
         switch op {
-        case .ping, .list, .stats, .get, .unsubscribe, .drop, .deleteAll: []
+        case .ping, .list, .stats, .unsubscribe, .drop, .deleteAll: []
         case .auth: ["token"]
-        case .subscribe: ["since", "epoch"]
+        case .get, .window: ["window"]
+        case .subscribe: ["since", "epoch", "window"]
         case .apply, .appendSections, .deleteSections, .reloadSections, .updateSections: ["sections"]
         case .insertSections: ["sections", "before", "after"]
         case .moveSection: ["section", "before", "after"]

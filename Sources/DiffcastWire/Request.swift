@@ -7,8 +7,12 @@ public enum Command: Sendable, Equatable {
     case auth(token: String)
     case list
     case stats
-    case get(collection: String)
-    case subscribe(collection: String, since: UInt64?, epoch: String?)
+    /// The collection, or with a window the view of it (contract 3).
+    case get(collection: String, window: Window? = nil)
+    /// With `window`, the subscription holds only that view (then `since` and `epoch` are nil).
+    case subscribe(collection: String, since: UInt64?, epoch: String?, window: Window? = nil)
+    /// Moves the window of the connection's windowed subscription to the collection.
+    case window(collection: String, Window)
     case unsubscribe(collection: String)
     case drop(collection: String)
     case write(collection: String, WriteOperation)
@@ -17,7 +21,8 @@ public enum Command: Sendable, Equatable {
     public var collection: String? {
         switch self {
         case .ping, .auth, .list, .stats: nil
-        case .get(let name), .subscribe(let name, _, _), .unsubscribe(let name), .drop(let name), .write(let name, _):
+        case .get(let name, _), .subscribe(let name, _, _, _), .window(let name, _), .unsubscribe(let name),
+            .drop(let name), .write(let name, _):
             name
         }
     }
@@ -57,9 +62,15 @@ public struct RequestError: Error, Sendable, Equatable {
 public struct RequestLimits: Sendable, Equatable {
     public var maximumDepth: Int
     public var maximumIdentifierBytes: Int
+    /// The most items a window may ask for (`max_window_items`).
+    public var maximumWindowItems: Int
 
-    public init(maximumDepth: Int = JSONParser.defaultMaximumDepth, maximumIdentifierBytes: Int = 1024) {
+    public init(
+        maximumDepth: Int = JSONParser.defaultMaximumDepth, maximumIdentifierBytes: Int = 1024,
+        maximumWindowItems: Int = 10_000
+    ) {
         self.maximumDepth = maximumDepth
         self.maximumIdentifierBytes = maximumIdentifierBytes
+        self.maximumWindowItems = maximumWindowItems
     }
 }

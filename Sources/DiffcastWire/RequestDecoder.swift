@@ -37,7 +37,11 @@ struct RequestDecoder {
             return .auth(token: token)
         case .list: return .list
         case .stats: return .stats
-        case .get: return .get(collection: try collectionName())
+        case .get: return .get(collection: try collectionName(), window: try window(required: false))
+        case .window:
+            let name = try collectionName()
+            guard let window = try window(required: true) else { throw .invalidArgument("missing 'window'") }
+            return .window(collection: name, window)
         case .unsubscribe: return .unsubscribe(collection: try collectionName())
         case .drop: return .drop(collection: try collectionName())
         case .subscribe:
@@ -54,12 +58,76 @@ struct RequestDecoder {
                 guard let text = value.string else { throw .invalidArgument("'epoch' must be a string") }
                 epoch = text
             }
-            return .subscribe(collection: name, since: since, epoch: epoch)
+            let window = try window(required: false)
+            if window != nil, since != nil || epoch != nil {
+                throw .invalidArgument(
+                    "'window' takes no 'since' or 'epoch': a windowed subscription starts with a snapshot")
+            }
+            return .subscribe(collection: name, since: since, epoch: epoch, window: window)
         default:
             let decoder = WriteDecoder(limits: limits)
             let name = try collectionName()
             return .write(collection: name, try decoder.operation(op, object))
         }
+    }
+
+    /// The request's `window` (SPEC.md "Windows"), checked in the reference model's order: a
+    /// key W does not take (named), not exactly one of first/last/anchor, a count that is not an
+    /// integer in range, then a count over `max_window_items`.
+    private func window(required: Bool) throws(DiffcastError) -> Window? {
+        guard let value = object["window"], !value.isNull else {
+            if required { throw .invalidArgument("missing 'window'") }
+            return nil
+        }
+        guard value.isObject else {
+            throw .invalidArgument(
+                "'window' must be an object like {\"first\": 50}, not \(value.canonicalText.prefix(64))")
+        }
+        try KeyCheck.only(["first", "last", "anchor", "before", "after"], in: value, "in a window")
+        let forms = ["first", "last", "anchor"].filter { value[$0] != nil }
+        guard forms.count == 1 else {
+            throw .invalidArgument("a window takes exactly one of 'first', 'last' and 'anchor', got \(forms)")
+        }
+        let limit = limits.maximumWindowItems
+        if let anchor = value["anchor"] {
+            let before = try Self.count(value["before"], "before", least: 0) ?? 0
+            let after = try Self.count(value["after"], "after", least: 0) ?? 0
+            guard before < limit, after < limit, before + 1 + after <= limit else {
+                throw .limitExceeded("a window's before + 1 + after is over max_window_items (\(limit))")
+            }
+            let id = try WriteDecoder(limits: limits).identifier(anchor, "anchor")
+            return .anchor(id, before: before, after: after)
+        }
+        let form = forms[0]
+        for key in ["before", "after"] where value[key] != nil {
+            throw .invalidArgument("key '\(key)' in a '\(form)' window: only anchor windows take it")
+        }
+        guard let count = try Self.count(value[form], form, least: 1) else {
+            throw .invalidArgument("missing '\(form)'")
+        }
+        guard count <= limit else {
+            throw .limitExceeded("window \(form) \(count) is over max_window_items (\(limit))")
+        }
+        return form == "first" ? .first(count) : .last(count)
+    }
+
+    /// A window count: an integer of at least `least` (a huge one is `Int.max`, over any limit).
+    private static func count(_ value: JSONView?, _ key: String, least: Int) throws(DiffcastError) -> Int? {
+        guard let value else { return nil }
+        guard value.isIntegerNumber, let text = value.numberText else {
+            throw .invalidArgument(
+                "window '\(key)' must be an integer >= \(least), not \(value.canonicalText.prefix(64))")
+        }
+        guard let count = Int(text) else {
+            if text.hasPrefix("-") {
+                throw .invalidArgument("window '\(key)' must be an integer >= \(least), not \(text.prefix(64))")
+            }
+            return Int.max
+        }
+        guard count >= least else {
+            throw .invalidArgument("window '\(key)' must be an integer >= \(least), not \(count)")
+        }
+        return count
     }
 
     private func collectionName() throws(DiffcastError) -> String {

@@ -91,12 +91,70 @@ public enum WireEncoder {
         collection: String, epoch: String, from: UInt64, to version: UInt64, changeset: Changeset, digest: Digest
     ) -> [UInt8] {
         var output = JSONOutput(reservingCapacity: estimatedLength(of: changeset))
+        appendChangesetHead(collection: collection, epoch: epoch, into: &output)
+        output.append(from)
+        appendChangesetTail(version: version, changeset: changeset, window: nil, digest: digest, into: &output)
+        return output.bytes
+    }
+
+    /// A windowed subscription's snapshot: the view, its place and its digest.
+    public static func windowSnapshotEvent(
+        collection: String, epoch: String, version: UInt64, view: Snapshot, place: WindowPlace
+    ) -> [UInt8] {
+        var output = JSONOutput(reservingCapacity: 96 + view.itemCount * 16)
+        output.appendRaw("{\"event\":\"snapshot\",\"collection\":")
+        output.append(string: collection)
+        appendState(of: view, version: version, epoch: epoch, into: &output)
+        appendWindow(place, into: &output)
+        output.appendRaw("}\n")
+        return output.bytes
+    }
+
+    /// A windowed changeset, encoded once for every subscriber of the window; each gets it with
+    /// the `from` of its own previous event.
+    public static func windowChangesetEvent(
+        collection: String, epoch: String, to version: UInt64, changeset: Changeset, place: WindowPlace,
+        digest: Digest
+    ) -> WindowEvent {
+        var head = JSONOutput()
+        appendChangesetHead(collection: collection, epoch: epoch, into: &head)
+        var tail = JSONOutput(reservingCapacity: estimatedLength(of: changeset))
+        appendChangesetTail(version: version, changeset: changeset, window: place, digest: digest, into: &tail)
+        return WindowEvent(head: head.bytes, tail: tail.bytes)
+    }
+
+    /// `,"window":{"offset":…,"count":…,"total":…}`, with `"anchor"` for anchor windows.
+    public static func appendWindow(_ place: WindowPlace, into output: inout JSONOutput) {
+        output.appendRaw(",\"window\":{\"offset\":")
+        output.append(UInt64(place.range.lower))
+        output.appendRaw(",\"count\":")
+        output.append(UInt64(place.range.count))
+        output.appendRaw(",\"total\":")
+        output.append(UInt64(place.range.total))
+        if place.isAnchored {
+            output.appendRaw(",\"anchor\":")
+            if let anchor = place.anchor {
+                output.append(identifier: anchor)
+            } else {
+                output.appendRaw("null")
+            }
+        }
+        output.appendByte(UInt8(ascii: "}"))
+    }
+
+    /// `{"event":"changeset","collection":…,"epoch":…,"from":` (the version follows).
+    private static func appendChangesetHead(collection: String, epoch: String, into output: inout JSONOutput) {
         output.appendRaw("{\"event\":\"changeset\",\"collection\":")
         output.append(string: collection)
         output.appendRaw(",\"epoch\":")
         output.append(string: epoch)
         output.appendRaw(",\"from\":")
-        output.append(from)
+    }
+
+    /// Everything of a changeset event after its `from` number.
+    private static func appendChangesetTail(
+        version: UInt64, changeset: Changeset, window: WindowPlace?, digest: Digest, into output: inout JSONOutput
+    ) {
         output.appendRaw(",\"version\":")
         output.append(version)
         if !changeset.sections.isEmpty {
@@ -107,10 +165,10 @@ public enum WireEncoder {
             output.appendRaw(",\"items\":")
             appendItemChanges(changeset.items, into: &output)
         }
+        if let window { appendWindow(window, into: &output) }
         output.appendRaw(",\"digest\":\"")
         output.appendRaw(digest.description)
         output.appendRaw("\"}\n")
-        return output.bytes
     }
 
     public static func droppedEvent(collection: String) -> [UInt8] {
@@ -267,5 +325,25 @@ public enum WireEncoder {
             out.appendByte(UInt8(ascii: "}"))
         }
         output.appendByte(UInt8(ascii: "}"))
+    }
+}
+
+/// A windowed changeset event without its `from`: the bytes before and after that number.
+public struct WindowEvent: Sendable {
+    public let head: [UInt8]
+    public let tail: [UInt8]
+
+    public init(head: [UInt8], tail: [UInt8]) {
+        self.head = head
+        self.tail = tail
+    }
+
+    /// The event line for a subscriber whose previous event brought `from`.
+    public func bytes(from: UInt64) -> [UInt8] {
+        var output = JSONOutput(reservingCapacity: head.count + 20 + tail.count)
+        output.appendRaw(bytes: head)
+        output.append(from)
+        output.appendRaw(bytes: tail)
+        return output.bytes
     }
 }

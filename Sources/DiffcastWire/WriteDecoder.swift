@@ -38,7 +38,8 @@ struct WriteDecoder {
         case .reconfigureItems: return .reconfigureItems(try identifiers(request, "items"))
         case .updateItems: return .updateItems(try dataUpdates(request, "items"))
         case .batch: return .batch(try batch(request))
-        case .ping, .auth, .list, .stats, .get, .subscribe, .unsubscribe, .drop: throw .unknownOperation(op.name)
+        case .ping, .auth, .list, .stats, .get, .subscribe, .unsubscribe, .drop, .window:
+            throw .unknownOperation(op.name)
         }
     }
 
@@ -80,7 +81,7 @@ struct WriteDecoder {
     }
 
     /// An identifier: a string of 1...limit bytes, or an integer taken as its decimal text.
-    private func identifier(_ value: JSONView, _ what: String) throws(DiffcastError) -> Identifier {
+    func identifier(_ value: JSONView, _ what: String) throws(DiffcastError) -> Identifier {
         if let text = value.string {
             let count = text.utf8.count
             guard count >= 1, count <= limits.maximumIdentifierBytes else {
