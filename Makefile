@@ -73,7 +73,7 @@ run: release
 	.build/release/diffcastd --socket $(SOCKET) $(if $(HTTP),--http $(HTTP))
 
 # Suites run one after another: the integration tests start and kill many processes. Then the
-# shared contract check (../shared/conformance/check.py --contract 2, when it is there) runs
+# shared contract check (../shared/conformance/check.py --contract 3, when it is there) runs
 # against a fresh daemon, so a broken contract shows where the work is done.
 test: deps
 	$(SWIFT) build --build-tests
@@ -82,7 +82,7 @@ test: deps
 	$(MAKE) --no-print-directory test-web
 	$(MAKE) --no-print-directory test-backbone
 	@if [ -e $(CHECKER) ]; then \
-	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2; \
+	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3; \
 	else echo "conformance: $(CHECKER) not found; skipped"; fi
 
 # The Python client, installed with pip into .build/python, tested against the real daemon; then
@@ -129,7 +129,7 @@ soak-backbone: backbone-deps
 
 # Starts a release daemon on a temporary socket and runs the shared conformance check on it.
 conformance: release
-	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 2
+	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3
 
 # Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
 # backbone) for one.

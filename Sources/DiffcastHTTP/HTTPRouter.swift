@@ -119,11 +119,22 @@ public struct HTTPRouter: Sendable {
     }
 
     /// `subscribe`, resuming from `Last-Event-ID` (which EventSource sends by itself when it
-    /// reconnects) or from `since`/`epoch` in the query.
+    /// reconnects) or from `since`/`epoch` in the query; with `first`, `last` or `anchor` (and
+    /// `before`, `after`) in the query, a windowed subscription, which starts anew with a
+    /// snapshot of its view when the stream reconnects.
     private func eventStream(of name: String, _ request: HTTPRequest) -> HTTPRoute {
         let query = request.query
         var members: [JSONValue.Member] = [.init("op", "subscribe"), .init("collection", .string(name))]
-        if let id = request.header("last-event-id") ?? query["last_event_id"],
+        let window = ["first", "last", "anchor", "before", "after"].compactMap { key -> JSONValue.Member? in
+            guard let value = query[key] else { return nil }
+            // Counts go as numbers when they are written as one, so the daemon checks them as any
+            // window; an anchor is an identifier, given as its text.
+            let isCount = key != "anchor" && !value.isEmpty && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
+            return .init(key, isCount ? .number(value) : .string(value))
+        }
+        if !window.isEmpty {
+            members.append(.init("window", .object(window)))
+        } else if let id = request.header("last-event-id") ?? query["last_event_id"],
             let point = ServerSentEvents.resumePoint(id)
         {
             members += [.init("since", .number(String(point.version))), .init("epoch", .string(point.epoch))]

@@ -25,7 +25,7 @@ import Testing
         var responses: [String] = []
         for outcome in outcomes {
             switch outcome {
-            case .published(_, let from, let to, _): published.append((from, to))
+            case .published(_, let from, let to, _, _): published.append((from, to))
             case .response(_, let bytes), .acknowledged(_, let bytes, _): responses.append(text(bytes))
             default: Issue.record("unexpected outcome \(outcome)")
             }
@@ -114,7 +114,7 @@ import Testing
             _ = engine.process([try job(#"append_sections c {"sections":[{"id":"s\#(index)"}]}"#, slot: UInt64(index))])
         }
         guard
-            case .caughtUp(_, _, let version, let event) = engine.process([
+            case .caughtUp(_, _, let version, let event, _) = engine.process([
                 .catchUp(connection: 1, collection: "c", since: 1)
             ]).first
         else {
@@ -127,7 +127,7 @@ import Testing
             _ = engine.process([try job(#"append_sections c {"sections":[{"id":"s\#(index)"}]}"#, slot: UInt64(index))])
         }
         guard
-            case .caughtUp(_, _, _, let old) = engine.process([.catchUp(connection: 1, collection: "c", since: 1)])
+            case .caughtUp(_, _, _, let old, _) = engine.process([.catchUp(connection: 1, collection: "c", since: 1)])
                 .first
         else {
             Issue.record("no catch-up")

@@ -228,7 +228,7 @@ final class ModelDaemon {
         var mirror: CollectionMirror?
         for outcome in outcomes {
             switch outcome {
-            case .published(_, let from, _, let event):
+            case .published(_, let from, _, let event, _):
                 if mirror == nil {
                     // The collection as it was before its first published version here.
                     try #require(from == 0, "published from \(from) without a start")

@@ -132,7 +132,7 @@ public final class EventOracle {
         slot += 1
         let outcomes = engine.process([.request(request, ResponseAddress(connection: Self.connection, slot: slot))])
         _ = engine.commitLastBatch()
-        for case .subscribed(_, let collection, let version, let event?, _) in outcomes where collection == name {
+        for case .subscribed(_, let collection, let version, let event?, _, _) in outcomes where collection == name {
             var mirror = CollectionMirror()
             feed(&mirror, event.bytes, what: "the snapshot of '\(name)' at subscribe")
             guard mirror.version == version else { Fuzz.failure("snapshot of '\(name)' is not at \(version)") }
@@ -150,7 +150,7 @@ public final class EventOracle {
     public func check(_ outcomes: [Outcome]) {
         for outcome in outcomes {
             switch outcome {
-            case .published(let name, let from, let to, let event):
+            case .published(let name, let from, let to, let event, _):
                 if mirrors[name] == nil, versionZeroIsEmpty, from == 0 {
                     var empty = CollectionMirror()
                     let snapshot = #"{"event":"snapshot","version":0,"sections":[],"digest":"\#(Digest(of: Snapshot()))"}"#
@@ -167,7 +167,7 @@ public final class EventOracle {
             case .dropped(let name):
                 mirrors[name] = nil
                 history[name] = nil
-            case .subscribed(let address, let name, let version, let event?, _)
+            case .subscribed(let address, let name, let version, let event?, _, _)
             where address.connection != Self.connection:
                 // A subscribe of the input's, with or without `since`: its catch-up event must
                 // lead from what the subscriber said it holds to `version`.
