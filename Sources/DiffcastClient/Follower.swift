@@ -6,7 +6,9 @@ import DiffcastWire
 /// `since` when a mirror diverges, and reconnects with `since`/`epoch` when the connection ends —
 /// so the daemon sends one changeset (or a snapshot) and the chain goes on. A dropped collection
 /// is subscribed to again, which (as every `subscribe`) makes it anew, empty, under a new epoch:
-/// the follower goes on with that epoch's snapshot and changesets.
+/// the follower goes on with that epoch's snapshot and changesets. With a `window`, each mirror
+/// holds only that window's view (SPEC.md "Windows"), and every (re)subscription starts with a
+/// snapshot of it: a window never resumes from a version.
 ///
 /// ```swift
 /// for try await update in Follower(endpoint: .unix(path: "/run/diffcast/diffcast.sock"), collections: ["feed"]).updates() {
@@ -49,16 +51,19 @@ public struct Follower: Sendable {
     public let resume: [String: CollectionMirror]
     /// The longest wait between two reconnection attempts.
     public let maximumBackoff: Duration
+    /// The window every collection is followed through, or nil for whole collections.
+    public let window: Window?
 
     public init(
         endpoint: Endpoint, token: String? = nil, collections: [String],
-        resume: [String: CollectionMirror] = [:], maximumBackoff: Duration = .seconds(2)
+        resume: [String: CollectionMirror] = [:], maximumBackoff: Duration = .seconds(2), window: Window? = nil
     ) {
         self.endpoint = endpoint
         self.token = token
         self.collections = collections
-        self.resume = resume
+        self.resume = window == nil ? resume : [:]
         self.maximumBackoff = maximumBackoff
+        self.window = window
     }
 
     /// The updates of every followed collection, in the order they happened. Ends with an error
@@ -90,8 +95,12 @@ public struct Follower: Sendable {
         }
     }
 
-    /// `subscribe` for a collection: from the mirror's version and epoch when it holds one.
-    private static func subscribeRequest(_ name: String, from mirror: CollectionMirror?) -> JSONValue {
+    /// `subscribe` for a collection: with the window, else from the mirror's version and epoch
+    /// when it holds one.
+    private func subscribeRequest(_ name: String, from mirror: CollectionMirror?) -> JSONValue {
+        if let window {
+            return ["op": "subscribe", "collection": .string(name), "window": window.jsonValue]
+        }
         guard let version = mirror?.version, let epoch = mirror?.epoch else {
             return ["op": "subscribe", "collection": .string(name)]
         }
@@ -116,7 +125,7 @@ public struct Follower: Sendable {
             return error.description
         }
         defer { connection.close() }
-        let requests = collections.map { Self.subscribeRequest($0, from: mirrors[$0]) }
+        let requests = collections.map { subscribeRequest($0, from: mirrors[$0]) }
         let responses: [JSONValue]
         switch await pipelineOnce(connection, requests) {
         case .success(let answered): responses = answered
@@ -152,7 +161,7 @@ public struct Follower: Sendable {
             // Until the snapshot comes, a lost connection subscribes without `since` too.
             mirrors[name] = nil
             resynchronizing.insert(name)
-            switch await pipelineOnce(connection, [Self.subscribeRequest(name, from: nil)]) {
+            switch await pipelineOnce(connection, [subscribeRequest(name, from: nil)]) {
             case .success(let answered): Self.yieldSubscribed(name, answered[0], mirror: .init(), sink)
             // A refusal ends the follower; a lost connection ends `events`, then we reconnect.
             case .failure(let error): if case .response = error { throw error }

@@ -11,6 +11,9 @@ public struct CollectionMirror: Sendable {
     public private(set) var epoch: String?
     public private(set) var changesetsApplied = 0
     public private(set) var snapshotsApplied = 0
+    /// For a windowed subscription, where the view it holds stands in the collection (from the
+    /// last event's `window`); nil for a whole one.
+    public private(set) var window: WindowPlace?
 
     public init() {}
 
@@ -38,6 +41,7 @@ public struct CollectionMirror: Sendable {
     @discardableResult
     public mutating func feed(_ event: JSONValue) throws(Divergence) -> Update {
         let update: Update
+        let nextWindow = try Self.window(event["window"])
         var next: Snapshot
         let nextVersion: UInt64
         var nextEpoch = epoch
@@ -66,6 +70,7 @@ public struct CollectionMirror: Sendable {
             snapshot = Snapshot()
             version = nil
             epoch = nil
+            window = nil
             return .dropped
         default:
             throw Divergence(description: "not an event: \(event.canonicalText.prefix(120))")
@@ -79,8 +84,28 @@ public struct CollectionMirror: Sendable {
         snapshot = next
         version = nextVersion
         epoch = nextEpoch
+        window = nextWindow
         if case .snapshot = update { snapshotsApplied += 1 } else { changesetsApplied += 1 }
         return update
+    }
+
+    /// An event's `window` object: offset, count and total, and for anchor windows the anchor.
+    private static func window(_ value: JSONValue?) throws(Divergence) -> WindowPlace? {
+        guard let value else { return nil }
+        func count(_ key: String) throws(Divergence) -> Int {
+            guard case .number(let text) = value[key], let number = Int(text), number >= 0 else {
+                throw Divergence(description: "bad window \(key) \(value[key]?.canonicalText ?? "none")")
+            }
+            return number
+        }
+        let (offset, shown, total) = (try count("offset"), try count("count"), try count("total"))
+        guard shown <= total, offset <= total - shown else {
+            throw Divergence(description: "window \(offset)+\(shown) is outside the \(total) items")
+        }
+        let anchor = value["anchor"]
+        return WindowPlace(
+            range: WindowRange(lower: offset, upper: offset + shown, total: total), isAnchored: anchor != nil,
+            anchor: anchor == .null || anchor == nil ? nil : try identifier(anchor))
     }
 
     private static func version(_ value: JSONValue?) throws(Divergence) -> UInt64 {

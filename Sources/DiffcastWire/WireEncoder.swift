@@ -347,3 +347,16 @@ public struct WindowEvent: Sendable {
         return output.bytes
     }
 }
+
+extension Window {
+    /// The window as a request's `window` member: `{"first":N}`, `{"last":N}` or
+    /// `{"anchor":ID,"before":B,"after":A}`.
+    public var jsonValue: JSONValue {
+        switch self {
+        case .first(let count): ["first": .number(String(count))]
+        case .last(let count): ["last": .number(String(count))]
+        case .anchor(let id, let before, let after):
+            ["anchor": .string(id.text), "before": .number(String(before)), "after": .number(String(after))]
+        }
+    }
+}

@@ -16,6 +16,11 @@ struct Subscribe: AsyncParsableCommand {
             a later `diffcast sub` with the same FILE resumes from them: the daemon sends one \
             changeset from the version kept (a snapshot only when its history does not reach \
             back that far), verified like every other.
+
+            With --first N, --last N or --anchor ID (with --before B and --after A), each \
+            collection is followed through that window: only the items a screen would show, an \
+            event only for a version that changes them, verified against the view's digest. An \
+            anchor window follows its item as it moves, and passes on when it is deleted.
             """)
 
     @OptionGroup var options: ConnectionOptions
@@ -26,9 +31,36 @@ struct Subscribe: AsyncParsableCommand {
     var state: String?
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "Items of a snapshot to print (the rest are counted).") var snapshotItems = 50
+    @Option(help: ArgumentHelp("Follow only the first N items.", valueName: "n")) var first: Int?
+    @Option(help: ArgumentHelp("Follow only the last N items.", valueName: "n")) var last: Int?
+    @Option(help: ArgumentHelp("Follow the item ID and the items around it.", valueName: "id")) var anchor: String?
+    @Option(help: ArgumentHelp("Items before the anchor (with --anchor).", valueName: "b")) var before: Int?
+    @Option(help: ArgumentHelp("Items after the anchor (with --anchor).", valueName: "a")) var after: Int?
 
     func validate() throws {
         guard !collections.isEmpty else { throw ValidationError("name at least one collection") }
+        _ = try window()
+    }
+
+    /// The window the flags ask for (the daemon checks the counts against its limits).
+    func window() throws -> Window? {
+        let forms = [first.map { _ in "--first" }, last.map { _ in "--last" }, anchor.map { _ in "--anchor" }]
+            .compactMap { $0 }
+        guard forms.count <= 1 else { throw ValidationError("give one of \(forms.joined(separator: ", ")), not several") }
+        if anchor == nil, before != nil || after != nil {
+            throw ValidationError("--before and --after go with --anchor ID")
+        }
+        if forms.count == 1, state != nil {
+            throw ValidationError("--state keeps whole collections: a window starts anew with its view every time")
+        }
+        for (flag, value, least) in [("--first", first, 1), ("--last", last, 1), ("--before", before, 0), ("--after", after, 0)]
+        {
+            if let value, value < least { throw ValidationError("\(flag) must be at least \(least), got \(value)") }
+        }
+        if let first { return .first(first) }
+        if let last { return .last(last) }
+        if let anchor { return .anchor(Identifier(anchor), before: before ?? 0, after: after ?? 0) }
+        return nil
     }
 
     func run() async throws {
@@ -46,7 +78,7 @@ struct Subscribe: AsyncParsableCommand {
         }
         let follower = Follower(
             endpoint: try options.endpoint(), token: options.resolvedToken, collections: collections,
-            resume: mirrors)
+            resume: mirrors, window: try window())
         var events = 0
         let style = Style.forStandardOutput
         do {
@@ -113,7 +145,13 @@ struct Subscribe: AsyncParsableCommand {
     private func describe(_ update: Follower.Update, previous: CollectionMirror?, style: Style) -> String {
         let mirror = update.mirror
         let name = update.collection ?? ""
-        let header = "\(style.bold(name)) v\(mirror.version.map(String.init) ?? "?")"
+        var header = "\(style.bold(name)) v\(mirror.version.map(String.init) ?? "?")"
+        if let window = mirror.window {
+            let range = window.range
+            let rows = range.count == 0 ? "no items" : "items \(range.lower + 1)-\(range.upper)"
+            let anchor = window.isAnchored ? ", anchor \(window.anchor?.text ?? "none")" : ""
+            header += " [\(rows) of \(range.total)\(anchor)]"
+        }
         let digest = style.dim("digest \(Digest(of: mirror.snapshot)) ok")
         switch update.change {
         case .snapshot:
@@ -122,7 +160,9 @@ struct Subscribe: AsyncParsableCommand {
         case .changed(let changeset, let raw):
             let oldData = Self.data(of: changeset.items.updated.map(\.id), in: previous?.snapshot)
             let lines = Text.changes(changeset, previous: { oldData[$0] }, style: style)
-            return (["\(header)\(Self.catchUp(raw, to: mirror.version))  \(digest)"] + lines).joined(separator: "\n")
+            // A window skips the versions that leave its view as it was: a gap is no catch-up there.
+            let span = mirror.window == nil ? Self.catchUp(raw, to: mirror.version) : ""
+            return (["\(header)\(span)  \(digest)"] + lines).joined(separator: "\n")
         default:
             return header
         }
