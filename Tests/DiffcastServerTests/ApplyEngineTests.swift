@@ -135,4 +135,88 @@ import Testing
         }
         #expect(text(old).contains("\"event\":\"snapshot\""))
     }
+
+    // MARK: - Windows
+
+    private func windowEvents(_ outcomes: [Outcome]) -> [WindowDelivery] {
+        outcomes.flatMap { outcome -> [WindowDelivery] in
+            if case .published(_, _, _, _, let windows) = outcome { return windows }
+            return []
+        }
+    }
+
+    /// A thousand subscribers of one window are one group: a version inside it is one encoded
+    /// event, a version outside it none; each subscriber's own `from` is spliced in.
+    @Test func subscribersOfOneWindowShareOneComputationAndOneEvent() throws {
+        let engine = ApplyEngine()
+        _ = engine.process([try job(#"apply c {"sections":[{"id":"s","items":["a","b","c"]}]}"#, slot: 0)])
+        var groups = Set<WindowGroupID>()
+        for connection in 2..<1002 {
+            let outcomes = engine.process([
+                try job(#"subscribe c {"window":{"first":2}}"#, connection: ConnectionID(connection), slot: 0)
+            ])
+            for case .subscribed(_, _, let version, let event?, _, let window?) in outcomes {
+                groups.insert(window.group)
+                #expect(version == 1 && window.range == WindowRange(lower: 0, upper: 2, total: 3))
+                #expect(text(event).contains(#""window":{"offset":0,"count":2,"total":3}"#))
+            }
+        }
+        #expect(groups.count == 1)
+        #expect(windowEvents(engine.process([try job(#"append_items c {"items":["d"]}"#, slot: 1)])).isEmpty)
+        let inside = windowEvents(engine.process([try job(#"insert_items c {"before":"a","items":["z"]}"#, slot: 2)]))
+        #expect(inside.count == 1 && inside.first?.group == groups.first)
+        let line = try #require(inside.first).event.bytes(from: 1)
+        let event = try JSONParser.parse(Array(String(decoding: line, as: UTF8.self).utf8.dropLast()))
+        #expect(event["from"] == .number("1") && event["version"] == .number("3"))
+        #expect(event["items"]?["inserted"] == [["at": [0, 0], "id": "z"]])
+        #expect(event["items"]?["deleted"] == [["at": [0, 1], "id": "b"]])
+    }
+
+    /// A refused windowed subscribe changes nothing: no collection is made for an anchor that
+    /// cannot be there, and the `window` op needs a windowed subscription of this connection.
+    @Test func refusedWindowRequestsChangeNothing() throws {
+        let engine = ApplyEngine()
+        let refused = engine.process([try job(#"subscribe nowhere {"window":{"anchor":"x"}}"#, slot: 0)])
+        let refusal = try #require(Self.response(refused))
+        #expect(refused.count == 1 && text(refusal).contains("unknown_item"))
+        #expect(!engine.holds("nowhere"))
+        _ = engine.process([try job(#"apply c {"sections":[{"id":"s","items":["a","b"]}]}"#, slot: 1)])
+        _ = engine.process([try job(#"subscribe c"#, slot: 2)])
+        let notWindowed = engine.process([try job(#"window c {"window":{"first":1}}"#, slot: 3)])
+        #expect(text(try #require(Self.response(notWindowed))).contains("invalid_argument"))
+        _ = engine.process([try job(#"subscribe c {"window":{"first":1}}"#, slot: 4)])
+        let ghost = engine.process([try job(#"window c {"window":{"anchor":"ghost"}}"#, slot: 5)])
+        #expect(text(try #require(Self.response(ghost))).contains("unknown_item"))
+        // The subscription goes on with its window: a write to the first item reaches it.
+        let next = windowEvents(engine.process([try job(#"update_items c {"items":[{"id":"a","data":1}]}"#, slot: 6)]))
+        #expect(next.count == 1)
+    }
+
+    /// A windowed subscriber that fell behind is caught up from the view it holds (its version
+    /// and range) to its window's view now, in one changeset.
+    @Test func aWindowedCatchUpStartsFromTheViewItHolds() throws {
+        let engine = ApplyEngine()
+        _ = engine.process([try job(#"apply c {"sections":[{"id":"s","items":["a","b","c","d"]}]}"#, slot: 0)])
+        _ = engine.process([try job(#"subscribe c {"window":{"last":2}}"#, connection: 9, slot: 0)])
+        for (slot, item) in ["e", "f", "g"].enumerated() {
+            _ = engine.process([try job(#"append_items c {"items":["\#(item)"]}"#, slot: UInt64(slot + 1))])
+        }
+        let outcomes = engine.process([
+            .catchUp(connection: 9, collection: "c", since: 1, window: WindowRange(lower: 2, upper: 4, total: 4))
+        ])
+        guard case .caughtUp(_, _, let version, let bytes, let range?)? = outcomes.first else {
+            Issue.record("no windowed catch-up: \(outcomes)")
+            return
+        }
+        let event = try JSONParser.parse(Array(text(bytes).utf8.dropLast()))
+        #expect(version == 4 && range == WindowRange(lower: 5, upper: 7, total: 7))
+        #expect(event["from"] == .number("1") && event["version"] == .number("4"))
+        #expect(event["items"]?["deleted"] == [["at": [0, 0], "id": "c"], ["at": [0, 1], "id": "d"]])
+        #expect(event["items"]?["inserted"] == [["at": [0, 0], "id": "f"], ["at": [0, 1], "id": "g"]])
+    }
+
+    private static func response(_ outcomes: [Outcome]) -> SharedBytes? {
+        for case .response(_, let bytes) in outcomes { return bytes }
+        return nil
+    }
 }
