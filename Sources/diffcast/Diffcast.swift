@@ -203,16 +203,23 @@ struct Get: AsyncParsableCommand {
         abstract: "Show a collection: version, epoch, digest, sections, items and data.")
     @OptionGroup var options: ConnectionOptions
     @Argument(help: "The collection.") var collection: String
+    @OptionGroup var windowOptions: WindowOptions
 
     func run() async throws {
+        var members: [JSONValue.Member] = [.init("op", "get"), .init("collection", .string(collection))]
+        if let window = try windowOptions.window() { members.append(.init("window", window.jsonValue)) }
+        let request = JSONValue.object(members)
         try await options.session { connection in
-            let response = try await connection.call(["op": "get", "collection": .string(collection)])
+            let response = try await connection.call(request)
             options.show(response) { response in
                 let style = Style.forStandardOutput
                 var lines = [
                     style.bold(collection)
                         + "  version \(Text.plain(response["version"] ?? .null))  epoch \(Text.plain(response["epoch"] ?? .null))  digest \(Text.plain(response["digest"] ?? .null))"
                 ]
+                if let window = response["window"] {
+                    lines[0] += "  window \(window.canonicalText)"
+                }
                 do {
                     lines += Text.outline(try CollectionMirror.outline(response["sections"]), style: style)
                 } catch {

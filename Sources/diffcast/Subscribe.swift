@@ -31,36 +31,13 @@ struct Subscribe: AsyncParsableCommand {
     var state: String?
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "Items of a snapshot to print (the rest are counted).") var snapshotItems = 50
-    @Option(help: ArgumentHelp("Follow only the first N items.", valueName: "n")) var first: Int?
-    @Option(help: ArgumentHelp("Follow only the last N items.", valueName: "n")) var last: Int?
-    @Option(help: ArgumentHelp("Follow the item ID and the items around it.", valueName: "id")) var anchor: String?
-    @Option(help: ArgumentHelp("Items before the anchor (with --anchor).", valueName: "b")) var before: Int?
-    @Option(help: ArgumentHelp("Items after the anchor (with --anchor).", valueName: "a")) var after: Int?
+    @OptionGroup var windowOptions: WindowOptions
 
     func validate() throws {
         guard !collections.isEmpty else { throw ValidationError("name at least one collection") }
-        _ = try window()
-    }
-
-    /// The window the flags ask for (the daemon checks the counts against its limits).
-    func window() throws -> Window? {
-        let forms = [first.map { _ in "--first" }, last.map { _ in "--last" }, anchor.map { _ in "--anchor" }]
-            .compactMap { $0 }
-        guard forms.count <= 1 else { throw ValidationError("give one of \(forms.joined(separator: ", ")), not several") }
-        if anchor == nil, before != nil || after != nil {
-            throw ValidationError("--before and --after go with --anchor ID")
-        }
-        if forms.count == 1, state != nil {
+        if try windowOptions.window() != nil, state != nil {
             throw ValidationError("--state keeps whole collections: a window starts anew with its view every time")
         }
-        for (flag, value, least) in [("--first", first, 1), ("--last", last, 1), ("--before", before, 0), ("--after", after, 0)]
-        {
-            if let value, value < least { throw ValidationError("\(flag) must be at least \(least), got \(value)") }
-        }
-        if let first { return .first(first) }
-        if let last { return .last(last) }
-        if let anchor { return .anchor(Identifier(anchor), before: before ?? 0, after: after ?? 0) }
-        return nil
     }
 
     func run() async throws {
@@ -78,7 +55,7 @@ struct Subscribe: AsyncParsableCommand {
         }
         let follower = Follower(
             endpoint: try options.endpoint(), token: options.resolvedToken, collections: collections,
-            resume: mirrors, window: try window())
+            resume: mirrors, window: try windowOptions.window())
         var events = 0
         let style = Style.forStandardOutput
         do {
@@ -214,5 +191,39 @@ private struct MirrorKeeper {
             if !failing { notice("\(error); \(file.path) keeps an earlier version") }
             failing = true
         }
+    }
+}
+
+/// `--first N`, `--last N` or `--anchor ID` with `--before B` and `--after A`: a window of each
+/// collection (SPEC.md "Windows") instead of all of it.
+struct WindowOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Only the first N items.", valueName: "n")) var first: Int?
+    @Option(help: ArgumentHelp("Only the last N items.", valueName: "n")) var last: Int?
+    @Option(help: ArgumentHelp("Only the item ID and the items around it.", valueName: "id")) var anchor: String?
+    @Option(help: ArgumentHelp("Items before the anchor (with --anchor).", valueName: "b")) var before: Int?
+    @Option(help: ArgumentHelp("Items after the anchor (with --anchor).", valueName: "a")) var after: Int?
+
+    func validate() throws {
+        _ = try window()
+    }
+
+    /// The window the flags ask for, or nil (the daemon checks the counts against its limits).
+    func window() throws -> Window? {
+        let forms = [first.map { _ in "--first" }, last.map { _ in "--last" }, anchor.map { _ in "--anchor" }]
+            .compactMap { $0 }
+        guard forms.count <= 1 else {
+            throw ValidationError("give one of \(forms.joined(separator: ", ")), not several")
+        }
+        if anchor == nil, before != nil || after != nil {
+            throw ValidationError("--before and --after go with --anchor ID")
+        }
+        let counts = [("--first", first, 1), ("--last", last, 1), ("--before", before, 0), ("--after", after, 0)]
+        for (flag, value, least) in counts {
+            if let value, value < least { throw ValidationError("\(flag) must be at least \(least), got \(value)") }
+        }
+        if let first { return .first(first) }
+        if let last { return .last(last) }
+        if let anchor { return .anchor(Identifier(anchor), before: before ?? 0, after: after ?? 0) }
+        return nil
     }
 }
