@@ -26,7 +26,10 @@ import Testing
             (.last(1), ["D[d1]", "E[]"], WindowRange(lower: 2, upper: 3, total: 3)),
             (.last(2), ["B[b2]", "C[]", "D[d1]", "E[]"], WindowRange(lower: 1, upper: 3, total: 3)),
             (.anchor("b2", before: 0, after: 0), ["B[b2]"], WindowRange(lower: 1, upper: 2, total: 3)),
-            (.anchor("b2", before: 0, after: 1), ["B[b2]", "C[]", "D[d1]", "E[]"], WindowRange(lower: 1, upper: 3, total: 3)),
+            (
+                .anchor("b2", before: 0, after: 1), ["B[b2]", "C[]", "D[d1]", "E[]"],
+                WindowRange(lower: 1, upper: 3, total: 3)
+            ),
             (
                 .anchor("d1", before: 5, after: 0), ["A[]", "B[b1 b2]", "C[]", "D[d1]", "E[]"],
                 WindowRange(lower: 0, upper: 3, total: 3)
@@ -47,7 +50,8 @@ import Testing
         var document = try document([
             ("A", (0..<1500).map { "a\($0)" }), ("E", []), ("B", (0..<2300).map { "b\($0)" }), ("C", ["c0"]),
         ])
-        try document.apply(.updateItems((0..<40).map { DataUpdate(id: Identifier("b\($0 * 37)"), data: data("\($0)")) }))
+        try document.apply(
+            .updateItems((0..<40).map { DataUpdate(id: Identifier("b\($0 * 37)"), data: data("\($0)")) }))
         try document.apply(.insertItems([Item(id: "new")], anchor: .before("a700")))
         _ = document.takeMarks()
         let state = plain(document.snapshot)

@@ -38,7 +38,8 @@ public enum ReferenceWindow {
                 let from = max(lower - k, 0)
                 let to = min(max(upper - k, 0), section.items.count)
                 if from < to {
-                    shown.append(PlainSection(id: section.id, data: section.data, items: Array(section.items[from..<to])))
+                    shown.append(
+                        PlainSection(id: section.id, data: section.data, items: Array(section.items[from..<to])))
                 }
             } else if (lower < k && k < upper) || (k == lower && lower == 0) || (k == upper && upper == n) {
                 shown.append(section)
