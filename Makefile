@@ -132,10 +132,10 @@ conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3
 
 # Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
-# backbone) for one.
+# backbone, window) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window); do .build/release/DiffcastBenchmarks $$b || exit 1; done
 
 # The Swift suites under AddressSanitizer, and then ThreadSanitizer, with the daemon under test
 # built with the same sanitizer (DIFFCASTD). Reports go to files in $(SANITIZER_REPORTS), from the

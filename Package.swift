@@ -92,7 +92,7 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "DiffcastCore", "DiffcastWire",
+                "DiffcastCore", "DiffcastWire", "DiffcastServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"

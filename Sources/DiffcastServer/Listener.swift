@@ -3,7 +3,7 @@ import Glibc
 
 /// Binds the daemon's listening sockets and hands accepted streams to the server.
 enum Listener {
-    private static let backlog: Int32 = 511
+    private static let backlog: Int32 = 4096
 
     /// A Unix socket at `path`. A stale socket that nobody answers is replaced; a live daemon on
     /// it is refused, and so is anything there that is not a socket (it is never removed).

@@ -123,6 +123,33 @@ def test_server_sent_events_resume_with_last_event_id_and_one_changeset(http_dae
     resumed.close()
 
 
+def test_server_sent_events_follow_a_window_from_the_query(http_daemon):
+    items = [f"n{k}" for k in range(8)]
+    write(http_daemon, json.dumps({"op": "apply", "collection": "news", "sections": [{"id": "s", "items": items}]}))
+    stream = EventStream(http_daemon, "/v1/collections/news/events?anchor=n5&before=1&after=1", ["Last-Event-ID: x:1"])
+    identifier, kind, snapshot = stream.next()
+    # A window never resumes from a version: the Last-Event-ID is not taken, a snapshot comes.
+    assert kind == "snapshot" and identifier == f"{snapshot['epoch']}:1"
+    assert snapshot["window"] == {"offset": 4, "count": 3, "total": 8, "anchor": "n5"}
+    assert [item for section in snapshot["sections"] for item in section["items"]] == ["n4", "n5", "n6"]
+    write(http_daemon, 'append_items news {"items":["n8"]}')  # outside the window: no event
+    write(http_daemon, 'delete_items news {"items":["n5"]}')  # the anchor passes to n6
+    identifier, kind, changeset = stream.next()
+    assert kind == "changeset" and changeset["from"] == 1 and changeset["version"] == 3, changeset
+    assert changeset["window"] == {"offset": 4, "count": 3, "total": 8, "anchor": "n6"}
+    assert changeset["items"] == {"deleted": [{"at": [0, 1], "id": "n5"}], "inserted": [{"at": [0, 2], "id": "n7"}]}
+    mirror = Mirror()
+    mirror.feed(snapshot)
+    mirror.feed(changeset)
+    with http_daemon.client() as client:
+        view = client.request("get", "news", window={"anchor": "n6", "before": 1, "after": 1})
+    assert mirror.digest() == view["digest"]
+    stream.close()
+    bad = EventStream(http_daemon, "/v1/collections/news/events?first=0")
+    assert bad.next()[1] == "error"
+    bad.close()
+
+
 def test_websocket_messages_are_protocol_lines_with_read_your_writes(http_daemon):
     connection = websocket.create_connection(f"ws://127.0.0.1:{http_daemon.port}/v1/ws", timeout=10)
     connection.send("subscribe w")
