@@ -78,6 +78,9 @@ class Client:
         self._token = token
         self._timeout = timeout
         self._socket = None
+        #: The window of each collection as last asked for by ``subscribe`` or ``window`` (None:
+        #: the whole collection); kept across ``reconnect``, for ``follow`` to subscribe again.
+        self._windows = {}
         self.reconnect()
 
     def reconnect(self):
@@ -173,8 +176,11 @@ class Client:
     def stats(self):
         return self.request("stats")
 
-    def get(self, collection):
-        return self.request("get", collection)
+    def get(self, collection, window=None):
+        """The collection's ``version``, ``epoch``, ``sections`` and ``digest``; with a window
+        (``{"first": N}``, ``{"last": N}`` or ``{"anchor": ID, "before": B, "after": A}``) those
+        of its view, and the ``window`` object (``offset``, ``count``, ``total``)."""
+        return self.request("get", collection, window=window)
 
     def apply(self, collection, sections):
         return self.request("apply", collection, sections=sections)["version"]
@@ -233,11 +239,25 @@ class Client:
 
     # Events
 
-    def subscribe(self, collection, since=None, epoch=None):
-        return self.request("subscribe", collection, since=since, epoch=epoch)
+    def subscribe(self, collection, since=None, epoch=None, window=None):
+        """Subscribes (replacing this connection's subscription to the collection, if any); the
+        events follow, read with ``events()``. With a window the events bring its view only; a
+        window never resumes from ``since`` (the daemon answers ``invalid_argument``)."""
+        response = self.request("subscribe", collection, since=since, epoch=epoch, window=window)
+        self._windows[collection] = window
+        return response
+
+    def window(self, collection, window):
+        """Moves this connection's windowed subscription to another window. The changeset to the
+        new window's view (if it differs) arrives before the response, which is returned."""
+        response = self.request("window", collection, window=window)
+        self._windows[collection] = window
+        return response
 
     def unsubscribe(self, collection):
-        return self.request("unsubscribe", collection)
+        response = self.request("unsubscribe", collection)
+        self._windows.pop(collection, None)
+        return response
 
     def _event_lines(self, timeout):
         while True:
@@ -258,7 +278,7 @@ class Client:
         for line in self._event_lines(timeout):
             yield json.loads(line)
 
-    def follow(self, collection, mirror=None, timeout=None, reconnect_for=10.0):
+    def follow(self, collection, mirror=None, timeout=None, reconnect_for=10.0, window=None):
         """Subscribes (from ``mirror``'s version when given one) and yields ``(event, mirror)``
         for every event, the mirror verified against its digest.
 
@@ -268,12 +288,22 @@ class Client:
         the version it holds, so the daemon sends one changeset, or a snapshot when its history
         does not reach back. Stops after ``timeout`` seconds without an event; raises
         ``CannotConnect`` after ``reconnect_for`` seconds of failed attempts (None: never).
+
+        With a ``window`` the mirror holds its view (``mirror.window`` says where it stands). A
+        window never resumes from a version: after a divergence or a reconnection it subscribes
+        again with the window (the last one ``window()`` set, if it moved), and the daemon sends
+        a snapshot of the view. An anchor window subscribes again around the anchor its view last
+        had; when that item is gone, around the first item of the view after it that is still
+        there, else the last before it, else the collection's first item (the anchor rule).
         """
         mirror = mirror if mirror is not None else Mirror()
+        self._windows[collection] = window
         resynchronizing = False
         while True:
             try:
-                if mirror.version is not None and not resynchronizing:
+                if self._windows.get(collection) is not None:
+                    self._subscribe_window(collection, mirror)
+                elif mirror.version is not None and mirror.window is None and not resynchronizing:
                     self.subscribe(collection, since=mirror.version, epoch=mirror.epoch)
                 else:
                     self.subscribe(collection)
@@ -289,12 +319,47 @@ class Client:
                     except Divergence as divergence:
                         mirror.divergences.append(str(divergence))
                         resynchronizing = True
-                        self.subscribe(collection)
+                        if self._windows.get(collection) is not None:
+                            self._subscribe_window(collection, mirror)
+                        else:
+                            self.subscribe(collection)
                         continue
                     yield json.loads(line), mirror
                 return
             except OSError:
                 self._reconnect_patiently(reconnect_for)
+
+    def _subscribe_window(self, collection, mirror):
+        """Subscribes with the collection's window again; an anchor window around the anchor
+        ``mirror`` last held, or the item that takes its place (see ``follow``)."""
+        window = self._windows[collection]
+        if not isinstance(window, dict) or "anchor" not in window or mirror.window is None:
+            return self.subscribe(collection, window=window)
+        held = [item.id for section in mirror.sections for item in section.items]
+        anchor = mirror.window.get("anchor")
+        if anchor in held:
+            k = held.index(anchor)
+            candidates = [anchor] + held[k + 1:] + held[:k][::-1]
+        else:
+            candidates = []
+        for _ in range(3):  # the first item may go between the get and the subscribe
+            for candidate in candidates:
+                try:
+                    return self.subscribe(collection, window=dict(window, anchor=candidate))
+                except DiffcastError as error:
+                    if error.code != "unknown_item":
+                        raise
+            try:
+                sections = self.get(collection, window={"first": 1})["sections"]
+            except DiffcastError as error:
+                if error.code != "unknown_collection":
+                    raise
+                sections = []
+            first = [item for section in sections for item in section.get("items", [])]
+            if not first:
+                raise DiffcastError("unknown_item", "no item of %r is left to anchor the window %s" % (collection, json.dumps(window)))
+            candidates = [first[0]["id"] if isinstance(first[0], dict) else first[0]]
+        return self.subscribe(collection, window=dict(window, anchor=candidates[0]))
 
     def _reconnect_patiently(self, seconds):
         """Reconnects, waiting 50 ms doubling to 1 s between attempts; raises the last attempt's

@@ -166,12 +166,18 @@ class Mirror:
 
     Only touched sections are re-hashed, and the identifiers held are kept in sets updated by
     what a changeset lists, so a changeset costs about the sections it touches.
+
+    A windowed subscription's events apply the same way: the mirror then holds the view (its
+    digest is the view's), and ``window`` is the last event's window object.
     """
 
     def __init__(self):
         self.sections = []
         self.version = None
         self.epoch = None
+        #: Where a windowed view stands: ``{"offset", "count", "total"}`` (and ``"anchor"``, an
+        #: identifier or None, for anchor windows) as of the last event; None for a whole collection.
+        self.window = None
         #: Why events did not fit, oldest first (a follower resubscribes after each).
         self.divergences = []
         self._section_ids = set()
@@ -192,7 +198,7 @@ class Mirror:
         """
         kind = event.get("event") if isinstance(event, dict) else None
         if kind == "dropped":
-            self.sections, self.version, self.epoch = [], None, None
+            self.sections, self.version, self.epoch, self.window = [], None, None, None
             self._section_ids, self._item_ids = set(), set()
             return kind
         if kind == "snapshot":
@@ -211,6 +217,9 @@ class Mirror:
                 raise Divergence("changeset from %d back to %d" % (start, version))
             if event.get("epoch", self.epoch) != self.epoch:
                 raise Divergence("changeset of epoch %s, the mirror's is %s" % (_describe(event.get("epoch")), self.epoch))
+            if ("window" in event) != (self.window is not None):
+                raise Divergence("a %s changeset on a mirror of %s" % (
+                    "windowed" if "window" in event else "whole", "a window" if self.window is not None else "a whole collection"))
             epoch = self.epoch
             change = _Change(self.sections, self._section_ids, self._item_ids)
             try:
@@ -223,12 +232,43 @@ class Mirror:
         computed = hex_digest(digest_of(section.part() for section in sections))
         if event.get("digest") != computed:
             raise Divergence("digest %s but the mirror computes %s" % (_describe(event.get("digest")), computed))
+        holds = (lambda ident: ident in item_ids) if kind == "snapshot" else change.holds_item
+        window = _window_object(event, sum(len(section.items) for section in sections), holds)
         if kind == "snapshot":
             self._section_ids, self._item_ids = section_ids, item_ids
         else:
             change.commit_identifiers()
-        self.sections, self.version, self.epoch = sections, version, epoch
+        self.sections, self.version, self.epoch, self.window = sections, version, epoch, window
         return kind
+
+
+def _window_object(event, item_count, holds):
+    """The event's window object checked against the view it brings (None when it has none):
+    ``count`` is the number of items held, within ``total`` from ``offset``, and an anchor is
+    one of them (a null anchor shows nothing)."""
+    if "window" not in event:
+        return None
+    raw = event["window"]
+    if not isinstance(raw, dict):
+        raise Divergence("window is not an object: %s" % _describe(raw))
+    window = {}
+    for key in ("offset", "count", "total"):
+        number = _integer(raw.get(key))
+        if number is None or not 0 <= number <= _MASK:
+            raise Divergence("bad window.%s %s" % (key, _describe(raw.get(key))))
+        window[key] = number
+    if window["count"] != item_count:
+        raise Divergence("window.count %d but the view holds %d items" % (window["count"], item_count))
+    if window["offset"] + window["count"] > window["total"]:
+        raise Divergence("window %d+%d goes past its total %d" % (window["offset"], window["count"], window["total"]))
+    if "anchor" in raw:
+        anchor = None if raw["anchor"] is None else identifier(raw["anchor"])
+        if anchor is None and item_count:
+            raise Divergence("a window without anchor holds %d items" % item_count)
+        if anchor is not None and not holds(anchor):
+            raise Divergence("window anchor %r is not in the view" % anchor)
+        window["anchor"] = anchor
+    return window
 
 
 def _version(event, key):
@@ -326,6 +366,10 @@ class _Change:
         self._section_ids, self._item_ids = section_ids, item_ids
         self._sections_gone, self._sections_added = set(), set()
         self._items_gone, self._items_added = set(), set()
+
+    def holds_item(self, ident):
+        """Whether the item is there once the change is applied."""
+        return ident in self._items_added or (ident in self._item_ids and ident not in self._items_gone)
 
     def commit_identifiers(self):
         self._section_ids -= self._sections_gone

@@ -36,11 +36,12 @@ def run(code, socket_path):
 
 def test_the_readme_examples_run_twice_and_print_what_it_shows(daemon):
     examples = [text for language, text in fenced_blocks() if language == "python"]
-    shown = next(text for language, text in fenced_blocks() if language == "")
-    assert len(examples) >= 2 and not any("/run/" in code for code in examples)
+    shown = [text for language, text in fenced_blocks() if language == ""]
+    assert len(examples) >= 3 and len(shown) >= 2 and not any("/run/" in code for code in examples)
     outputs = [[run(code, daemon.socket_path) for code in examples] for _ in range(2)]
-    assert outputs[0][0] == shown
-    for first, second in outputs:
+    assert outputs[0][0] == shown[0]
+    assert outputs[0][2] == outputs[1][2] == shown[1]  # the windowed example: no version printed
+    for first, second, *_ in outputs:
         assert [line.split()[0] for line in first.splitlines()] == ["snapshot", "changeset"]
         assert "'disk'" in first.splitlines()[1]
         assert second.startswith("unknown_item") and "ghost" in second
