@@ -21,7 +21,9 @@ struct WindowBenchmark: ParsableCommand {
         emit("## Windows: apply-queue time per version, \(subscribers) windowed subscribers in \(windows) windows\n")
         emit("Each version is one `update_items` of one item; every case includes publishing the version (diff and")
         emit("the whole event). Baseline: the same versions with no windowed subscriber.\n")
-        emit("| items | baseline (µs/version) | inside one window (µs) | outside all (µs) | inside / baseline | outside / baseline |")
+        emit(
+            "| items | baseline (µs/version) | inside one window (µs) | outside all (µs) | inside / baseline | outside / baseline |"
+        )
         emit("|---:|---:|---:|---:|---:|---:|")
         for size in sizes {
             let baseline = try measure(size: size, windowed: false, inside: false)
@@ -52,7 +54,9 @@ struct WindowBenchmark: ParsableCommand {
             let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
             sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
         }
-        _ = engine.process([try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)])
+        _ = engine.process([
+            try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)
+        ])
         let total = perSection * 100
         let anchors = (0..<windows).map { ($0 * total) / windows + total / (2 * windows) }
         guard windowed else { return (engine, anchors) }
@@ -80,7 +84,9 @@ struct WindowBenchmark: ParsableCommand {
         var windowEvents = 0
         let start = ContinuousClock.now
         for job in jobs {
-            for case .published(_, _, _, _, let deliveries) in engine.process([job]) { windowEvents += deliveries.count }
+            for case .published(_, _, _, _, let deliveries) in engine.process([job]) {
+                windowEvents += deliveries.count
+            }
         }
         let elapsed = seconds(since: start)
         if windowed {
@@ -102,7 +108,9 @@ struct WindowBenchmark: ParsableCommand {
             let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
             sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
         }
-        _ = engine.process([try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)])
+        _ = engine.process([
+            try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)
+        ])
         var whole = 0
         var windowed = 0
         for case .subscribed(_, _, _, let event?, _, _) in engine.process([try job("subscribe c", 1, connection: 1)]) {
@@ -118,7 +126,9 @@ struct WindowBenchmark: ParsableCommand {
         for version in 0..<versions {
             let item = (version * 7919) % total
             let line = "update_items c {\"items\":[{\"id\":\"i\(item)\",\"data\":\(version)}]}"
-            for case .published(_, _, _, let event, let deliveries) in engine.process([try job(line, UInt64(10 + version))]) {
+            for case .published(_, _, _, let event, let deliveries) in engine.process([
+                try job(line, UInt64(10 + version))
+            ]) {
                 whole += event.count
                 windowed += deliveries.reduce(0) { $0 + $1.event.bytes(from: 0).count }
             }
@@ -127,7 +137,9 @@ struct WindowBenchmark: ParsableCommand {
         emit("| subscriber | first event (bytes) | everything (bytes) | / whole |")
         emit("|---|---:|---:|---:|")
         emit(String(format: "| whole | %d | %d | 1.00× |", first.0, whole))
-        emit(String(format: "| window `first 50` | %d | %d | %.5f× |", first.1, windowed, Double(windowed) / Double(whole)))
+        emit(
+            String(
+                format: "| window `first 50` | %d | %d | %.5f× |", first.1, windowed, Double(windowed) / Double(whole)))
         emit("")
     }
 

@@ -127,14 +127,27 @@ public struct WindowMarks: Sendable {
     public var reloadedItems: Set<Identifier> = []
     public var updatedItems: Set<Identifier> = []
     public var reloadedSections: Set<Identifier> = []
+    /// When the version inserted, deleted and moved nothing (only data and marks changed): the
+    /// positions of the items it updated or reloaded, and the sections it updated or reloaded.
+    /// A window that holds none of them is known unchanged without looking at its view.
+    public var touchedPositions: [Int]?
+    public var touchedSections: Set<Identifier> = []
 
     public init() {}
 
-    /// The marks of a version's whole changeset.
-    public init(of changeset: Changeset) {
+    /// The marks of a version's whole changeset; with `snapshot` (the version's state), also
+    /// what it touched when it moved nothing.
+    public init(of changeset: Changeset, in snapshot: Snapshot? = nil) {
         reloadedItems = Set(changeset.items.reloaded.map(\.id))
         updatedItems = Set(changeset.items.updated.map(\.id))
         reloadedSections = Set(changeset.sections.reloaded.map(\.id))
+        let sections = changeset.sections
+        let items = changeset.items
+        guard let snapshot, sections.inserted.isEmpty, sections.deleted.isEmpty, sections.moved.isEmpty,
+            items.inserted.isEmpty, items.deleted.isEmpty, items.moved.isEmpty
+        else { return }
+        touchedPositions = (items.updated.map(\.at) + items.reloaded.map(\.at)).map(snapshot.flatPosition)
+        touchedSections = Set(sections.updated.map(\.id)).union(reloadedSections)
     }
 
     public var isEmpty: Bool { reloadedItems.isEmpty && updatedItems.isEmpty && reloadedSections.isEmpty }
@@ -179,6 +192,13 @@ public struct WindowTracker: Sendable {
     /// `previous`. Returns the changeset from the old view to the new one with the version's
     /// marks on what is in both, or nil when the view did not change.
     public mutating func advance(from previous: Snapshot, to document: Document, marks: WindowMarks) -> Changeset? {
+        if let touched = marks.touchedPositions {
+            // Nothing moved: the anchor, the range and the sections shown are as they were.
+            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }
+            if !inside && !marks.touchedSections.contains(where: { view.position(ofSection: $0) != nil }) {
+                return nil
+            }
+        }
         if case .anchor = window { followAnchor(from: previous, to: document) }
         let newRange = currentRange(itemCount: document.itemCount)
         let snapshot = document.snapshot

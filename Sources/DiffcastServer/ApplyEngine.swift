@@ -661,7 +661,7 @@ public final class ApplyEngine {
     ) -> [WindowDelivery] {
         guard !state.windows.isEmpty else { return [] }
         let changed = state.windows.advance(
-            from: previous, to: state.document, marks: WindowMarks(of: changeset))
+            from: previous, to: state.document, marks: WindowMarks(of: changeset, in: state.document.snapshot))
         return changed.map { group, tracker, windowChangeset in
             WindowDelivery(
                 group: group,

@@ -92,7 +92,7 @@ def start_load(daemons, collection):
 @pytest.mark.skipif(not CHECKER.exists(), reason="../shared/conformance/check.py is not there")
 def test_the_contract_holds_on_a_daemon_that_owns_nothing(daemons):
     result = subprocess.run(
-        [sys.executable, str(CHECKER), "--socket", daemons[2].socket_path, "--contract", "2"],
+        [sys.executable, str(CHECKER), "--socket", daemons[2].socket_path, "--contract", "3"],
         capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
