@@ -78,7 +78,13 @@ public struct HTTPRouter: Sendable {
                 return eventStream(of: name, request)
             }
             switch request.method {
-            case "GET": return .requests([line(op: "get", collection: name)], batch: false)
+            case "GET":
+                let window = Self.window(from: request.query)
+                guard !window.isEmpty else { return .requests([line(op: "get", collection: name)], batch: false) }
+                var output = JSONOutput()
+                output.append(
+                    .object([.init("op", "get"), .init("collection", .string(name)), .init("window", .object(window))]))
+                return .requests([output.bytes], batch: false)
             case "POST": return post(request.body, to: name)
             default: return methodNotAllowed("GET, POST")
             }
@@ -125,13 +131,7 @@ public struct HTTPRouter: Sendable {
     private func eventStream(of name: String, _ request: HTTPRequest) -> HTTPRoute {
         let query = request.query
         var members: [JSONValue.Member] = [.init("op", "subscribe"), .init("collection", .string(name))]
-        let window = ["first", "last", "anchor", "before", "after"].compactMap { key -> JSONValue.Member? in
-            guard let value = query[key] else { return nil }
-            // Counts go as numbers when they are written as one, so the daemon checks them as any
-            // window; an anchor is an identifier, given as its text.
-            let isCount = key != "anchor" && !value.isEmpty && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
-            return .init(key, isCount ? .number(value) : .string(value))
-        }
+        let window = Self.window(from: query)
         if !window.isEmpty {
             members.append(.init("window", .object(window)))
         } else if let id = request.header("last-event-id") ?? query["last_event_id"],
@@ -145,6 +145,18 @@ public struct HTTPRouter: Sendable {
         var output = JSONOutput()
         output.append(.object(members))
         return .eventStream(subscribe: output.bytes)
+    }
+
+    /// A window from the query (`first`, `last`, `anchor`, `before`, `after`) as the members of
+    /// a request's `window`. Counts go as numbers when they are written as one, so the daemon
+    /// checks them as any window's; an anchor is an identifier, given as its text.
+    private static func window(from query: [String: String]) -> [JSONValue.Member] {
+        ["first", "last", "anchor", "before", "after"].compactMap { key -> JSONValue.Member? in
+            guard let value = query[key] else { return nil }
+            let isCount = key != "anchor" && !value.isEmpty && value.utf8.count <= 18
+                && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
+            return .init(key, isCount ? .number(value) : .string(value))
+        }
     }
 
     private func webSocket(_ request: HTTPRequest) -> HTTPRoute {

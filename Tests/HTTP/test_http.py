@@ -141,9 +141,9 @@ def test_server_sent_events_follow_a_window_from_the_query(http_daemon):
     mirror = Mirror()
     mirror.feed(snapshot)
     mirror.feed(changeset)
-    with http_daemon.client() as client:
-        view = client.request("get", "news", window={"anchor": "n6", "before": 1, "after": 1})
-    assert mirror.digest() == view["digest"]
+    status, _, view = http_daemon.call("GET", "/v1/collections/news?anchor=n6&before=1&after=1")
+    assert status == 200 and view["window"] == changeset["window"] and mirror.digest() == view["digest"]
+    assert http_daemon.call("GET", "/v1/collections/news?first=99999")[0] == 413
     stream.close()
     bad = EventStream(http_daemon, "/v1/collections/news/events?first=0")
     assert bad.next()[1] == "error"
