@@ -2,13 +2,12 @@
 driven by Selenium): it follows a collection through random writes of every op, over
 Server-Sent Events and over WebSocket; at checked versions the DOM (ids in order, rendered data)
 equals `get`, and no digest check failed. A daemon restart mid-stream is resumed with no gap and
-no snapshot; a screenshot of the page is kept in .build/artifacts."""
+no snapshot; a screenshot of the page is kept in .build/artifacts. The page is this tree's
+(browsing.page_origin)."""
 
 import json
-import os
 import pathlib
 import random
-import shutil
 import sys
 import time
 
@@ -18,26 +17,10 @@ REPOSITORY = pathlib.Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPOSITORY / "clients" / "python"))
 sys.path.insert(0, str(REPOSITORY / "Tests" / "HTTP"))
 
+from browsing import browser, page_origin  # noqa: E402,F401 (browser is a fixture)
 from conftest import HTTPDaemon  # noqa: E402
 
-webdriver = pytest.importorskip("selenium.webdriver")
-if not shutil.which("chromedriver") or not shutil.which("chromium"):
-    pytest.skip("chromium and chromium-driver are not installed", allow_module_level=True)
-
 ARTIFACTS = REPOSITORY / ".build" / "artifacts"
-
-
-@pytest.fixture
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900"):
-        options.add_argument(argument)
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.set_script_timeout(30)
-    yield driver
-    driver.quit()
 
 
 def page_state(browser):
@@ -100,10 +83,10 @@ def random_writes(client, collection, count, rng):
 @pytest.mark.parametrize("transport", ["sse", "websocket"])
 def test_the_page_follows_every_op_and_a_restart(browser, transport, tmp_path):
     collection = f"page-{transport}"
-    with HTTPDaemon(["--state-dir", str(tmp_path / "state")]) as daemon:
+    with HTTPDaemon(["--state-dir", str(tmp_path / "state")]) as daemon, page_origin(daemon) as origin:
         with daemon.client() as client:
             client.request("apply", collection, sections=[{"id": "s0", "items": ["i0"]}, {"id": "s1"}])
-        browser.get(f"{daemon.base}/#collection={collection}&transport={transport}")
+        browser.get(f"{origin}/#collection={collection}&transport={transport}")
         wait_for_version(browser, 1)
         rng = random.Random({"sse": 1, "websocket": 2}[transport])
         checked = took_effect = most_items = 0
@@ -184,8 +167,8 @@ class DamagingProxy:
 
 
 def test_a_damaged_event_is_reported_and_the_page_subscribes_again(browser):
-    with HTTPDaemon() as daemon:
-        proxy = DamagingProxy(daemon.port)
+    with HTTPDaemon() as daemon, page_origin(daemon) as origin:
+        proxy = DamagingProxy(int(origin.rsplit(":", 1)[1]))
         with daemon.client() as client:
             client.request("apply", "damaged", sections=[{"id": "s", "items": ["a", "b"]}])
         browser.get(f"http://127.0.0.1:{proxy.port}/#collection=damaged")

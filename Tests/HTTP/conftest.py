@@ -34,6 +34,19 @@ class HTTPDaemon(Daemon):
         self.port = free_port()
         super().__init__(binary("diffcastd"), ["--http", f"127.0.0.1:{self.port}", *arguments], **options)
 
+    def start(self):
+        # The Unix socket may be up before the HTTP port: wait for both.
+        super().start()
+        self.wait_for(self.http_is_up, what=f"the HTTP port {self.port}")
+        return self
+
+    def http_is_up(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
     @property
     def base(self):
         return f"http://127.0.0.1:{self.port}"

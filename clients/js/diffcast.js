@@ -10,6 +10,13 @@
 // again after a divergence and resumes after a lost connection; `bindList` keeps a DOM list in
 // step with a mirror, animating inserts, deletes and moves and re-rendering an updated item in
 // its own element.
+//
+// Windows (contract 3): `follow(url, {window: {first: N} | {last: N} | {anchor: ID, before, after}})`
+// holds only that part of the collection (the mirror holds the view; its digest is the view's,
+// `mirror.window` is the last event's `{offset, count, total[, anchor]}`), and `moveWindow(W)`
+// moves it. `bindList(container, followed, {windowed: true})` shows a big collection as one
+// scroll area as tall as all of it, holding only the rows around what is visible, and moves the
+// window as the user scrolls.
 
 /** A changeset that does not fit the mirror, or a digest that does not match. */
 export class Divergence extends Error {
@@ -223,7 +230,10 @@ export class Mirror {
     this.epoch = null;
     this.version = null;
     this.sections = [];
+    /** The last event's `window` (`{offset, count, total[, anchor]}`), null for a whole collection. */
     this.window = null;
+    /** The last verified digest (of the view, for a window). */
+    this.digest = null;
   }
 
   /**
@@ -263,6 +273,8 @@ export class Mirror {
         this.epoch = null;
         this.version = null;
         this.sections = [];
+        this.window = null;
+        this.digest = null;
         return { kind: "dropped" };
       default:
         throw new Divergence(`unknown event '${event.event}'`);
@@ -276,10 +288,21 @@ export class Mirror {
 
   commit(event, sections) {
     if (typeof event.version !== "number") throw new Divergence("no version");
+    const window = event.window ?? null;
+    if (window !== null) {
+      // A view: its items are the window's `count` items from `offset` of `total`.
+      const { offset, count, total } = window;
+      const held = sections.reduce((sum, section) => sum + section.items.length, 0);
+      if (![offset, count, total].every((n) => Number.isSafeInteger(n) && n >= 0) || offset + count > total) {
+        throw new Divergence(`window ${JSON.stringify(window)} is not a window`);
+      }
+      if (held !== count) throw new Divergence(`the view holds ${held} items, its window counts ${count}`);
+    }
     this.epoch = event.epoch;
     this.version = event.version;
     this.sections = sections;
-    this.window = event.window || null;
+    this.window = window;
+    this.digest = event.digest;
   }
 
   /** The items in order across sections. */
@@ -393,28 +416,136 @@ export function applyChangeset(current, changeset) {
 // ---------------------------------------------------------------------------------------------
 // Following a collection.
 
+/** A window as `subscribe`, `window` and `get` take it; throws a TypeError for anything else. */
+export function checkWindow(window) {
+  const count = (key, least) => {
+    const value = window[key] ?? least;
+    if (!Number.isSafeInteger(value) || value < least) throw new TypeError(`window ${key} must be an integer >= ${least}`);
+    return value;
+  };
+  const forms = ["first", "last", "anchor"].filter((key) => window && key in window);
+  if (forms.length !== 1) throw new TypeError("a window is {first: N}, {last: N} or {anchor: ID, before?, after?}");
+  if (forms[0] !== "anchor") return { [forms[0]]: count(forms[0], 1) };
+  return { anchor: window.anchor, before: count("before", 0), after: count("after", 0) };
+}
+
+/** The query of a windowed events endpoint: `first=N`, `last=N` or `anchor=ID&before=B&after=A`. */
+export function windowQuery(window) {
+  return new URLSearchParams(Object.entries(checkWindow(window)).map(([key, value]) => [key, String(value)])).toString();
+}
+
+/** A refused request's answer as an Error with its `code`. */
+function refusal(answer, what) {
+  const error = new Error(`${what}: ${answer.error ? `${answer.error.code}: ${answer.error.message}` : "refused"}`);
+  error.code = answer.error && answer.error.code;
+  error.answer = answer;
+  return error;
+}
+
 /**
  * Follows a collection and keeps a verified mirror of it. `url` is the events endpoint
  * (`/v1/collections/NAME/events`, over Server-Sent Events) or, with `{transport: "websocket"}`,
  * the WebSocket endpoint (`/v1/ws`) and `{collection}`. Options: `onChange(update, mirror)`,
- * `onDivergence(error)`, `onStatus(text)`, `token`. Returns `{mirror, close()}` and is an
+ * `onDivergence(error)`, `onStatus(text)`, `onError(error)` (a refused subscription), `token`,
+ * `window` (hold only that window of the collection: `{first: N}`, `{last: N}` or
+ * `{anchor: ID, before: B, after: A}`), `WebSocket` (a constructor, where there is no global
+ * one). Returns `{mirror, window, moveWindow(W), request(body), close()}` and is an
  * EventTarget-like object for `bindList`.
+ *
+ * A whole collection resumes from the version it holds after a lost connection. A windowed one
+ * subscribes again with its window (no `since`): an anchor window with the item the daemon
+ * last said it follows, or, when that item is gone, `{first: before + 1 + after}`. `moveWindow`
+ * sends the `window` op over a WebSocket (the view's changeset comes before its answer) and
+ * opens the stream again with the new window over Server-Sent Events (the view's snapshot);
+ * its promise settles once the mirror holds the new view, or is refused (an anchor that is not
+ * in the collection: `error.code === "unknown_item"`), and the old window goes on.
  */
 export function follow(url, options = {}) {
   const listeners = new Set();
+  const overWebSocket = options.transport === "websocket";
+  const collection =
+    options.collection ??
+    (() => {
+      const match = /\/collections\/([^/?#]+)\/events/.exec(url);
+      return match ? decodeURIComponent(match[1]) : undefined;
+    })();
+  // The window asked for, and the anchor the daemon holds it at now (it follows its item).
+  let requested = options.window ? checkWindow(options.window) : null;
+  let anchor = requested && "anchor" in requested ? requested.anchor : undefined;
+  // Promises of moveWindow that settle with the next snapshot (a new subscription's view).
+  let snapshotWaiters = [];
+  const pending = new Map();
+  let nextId = 1;
+  let source = null;
+  let retry = null;
+
   const state = {
     mirror: new Mirror(),
     divergences: 0,
     versions: 0,
     closed: false,
+    collection,
+    /** The window the subscription holds now (an anchor window at its current anchor), or null. */
+    get window() {
+      if (!requested) return null;
+      return "anchor" in requested ? { ...requested, anchor } : { ...requested };
+    },
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
     close() {
       state.closed = true;
+      clearTimeout(retry);
       if (source) source.close();
+      failPending(new Error("closed"));
+      for (const waiter of snapshotWaiters.splice(0)) waiter.reject(new Error("closed"));
     },
+    /** Moves the window (null: the whole collection); resolves once the mirror holds the new view. */
+    moveWindow(window) {
+      const next = window ? checkWindow(window) : null;
+      if (state.closed) return Promise.reject(new Error("closed"));
+      if (overWebSocket && source && source.readyState === 1 && requested && next) {
+        return state.request({ op: "window", collection, window: next }).then((answer) => {
+          if (!answer.ok) throw refusal(answer, "window");
+          requested = next;
+          if ("anchor" in next) anchor = next.anchor;
+          return answer;
+        });
+      }
+      // A new subscription: over the open WebSocket (it replaces the old one), else a new stream.
+      const previous = { requested, anchor };
+      requested = next;
+      anchor = next && "anchor" in next ? next.anchor : undefined;
+      const settled = new Promise((resolve, reject) => snapshotWaiters.push({ resolve, reject, previous }));
+      if (overWebSocket && source && source.readyState === 1) sendSubscribe(source, false);
+      else if (!overWebSocket) open(false);
+      return settled;
+    },
+    /**
+     * One request (`{op, ...}`) and its answer: over the WebSocket, or `POST /v1/requests`
+     * beside a Server-Sent Events stream. Answers are parsed with `JSON.parse`.
+     */
+    request(body) {
+      if (overWebSocket) {
+        if (!source || source.readyState !== 1) return Promise.reject(new Error("not connected"));
+        const id = `dc${nextId++}`;
+        return new Promise((resolve, reject) => {
+          pending.set(id, { resolve, reject });
+          source.send(JSON.stringify({ ...body, id }));
+        });
+      }
+      const address = options.requestsURL || url.replace(/\/collections\/[^/?#]+\/events.*$/, "/requests");
+      const headers = { "Content-Type": "application/json" };
+      if (options.token) headers.Authorization = `Bearer ${options.token}`;
+      return fetch(address, { method: "POST", headers, body: JSON.stringify(body) }).then((response) =>
+        response.text().then((text) => JSON.parse(text)),
+      );
+    },
+  };
+  const failPending = (error) => {
+    for (const { reject } of pending.values()) reject(error);
+    pending.clear();
   };
   const emit = (update) => {
     state.versions += 1;
@@ -422,52 +553,117 @@ export function follow(url, options = {}) {
     if (options.onChange) options.onChange(update, state.mirror);
   };
   const status = (text) => options.onStatus && options.onStatus(text);
-  let source = null;
   const handle = (text) => {
     try {
-      emit(state.mirror.apply(parseEvent(text)));
+      const update = state.mirror.apply(parseEvent(text));
+      if (state.mirror.window && "anchor" in state.mirror.window) anchor = state.mirror.window.anchor;
+      if (update.kind === "snapshot") {
+        for (const waiter of snapshotWaiters.splice(0)) waiter.resolve(update);
+      }
+      emit(update);
     } catch (error) {
       if (!(error instanceof Divergence)) throw error;
       state.divergences += 1;
       if (options.onDivergence) options.onDivergence(error);
-      // Subscribe again without a position: a snapshot puts the mirror right.
+      // Subscribe again without a position (a windowed follow with its window): a snapshot
+      // puts the mirror right.
       state.mirror = new Mirror();
       open(false);
+    }
+  };
+  /** The window a new subscription asks for: the anchor where the daemon last held it. */
+  const subscriptionWindow = () => {
+    if (!requested) return null;
+    if (!("anchor" in requested)) return requested;
+    if (anchor === null || anchor === undefined) return lostAnchor();
+    return { ...requested, anchor };
+  };
+  const lostAnchor = () => {
+    requested = { first: Math.max(1, requested.before + 1 + requested.after) };
+    anchor = undefined;
+    return requested;
+  };
+  /** A refused subscription: a move goes back to the window before it; a lost anchor starts at the top. */
+  const refused = (answer, resubscribe) => {
+    const error = refusal(answer, "subscribe");
+    const waiters = snapshotWaiters.splice(0);
+    if (waiters.length) {
+      ({ requested, anchor } = waiters[0].previous);
+      for (const waiter of waiters) waiter.reject(error);
+      resubscribe();
+    } else if (requested && "anchor" in requested && error.code === "unknown_item") {
+      lostAnchor();
+      resubscribe();
+    } else {
+      status(error.message);
+      if (options.onError) options.onError(error);
     }
   };
   const withToken = (address) => {
     if (!options.token) return address;
     return address + (address.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(options.token);
   };
+  const sendSubscribe = (socket, resume) => {
+    const id = `dc${nextId++}`;
+    const request = { op: "subscribe", collection, id };
+    const window = subscriptionWindow();
+    if (window) request.window = window;
+    else if (resume && state.mirror.version !== null) {
+      request.since = state.mirror.version;
+      request.epoch = state.mirror.epoch;
+    }
+    pending.set(id, {
+      resolve: (answer) => answer.ok || refused(answer, () => socket.readyState === 1 && sendSubscribe(socket, false)),
+      reject: () => {},
+    });
+    socket.send(JSON.stringify(request));
+  };
   const open = (resume) => {
     if (state.closed) return;
+    clearTimeout(retry);
     if (source) source.close();
-    if (options.transport === "websocket") {
-      const socket = new WebSocket(withToken(url));
+    failPending(new Error("the connection was closed"));
+    if (overWebSocket) {
+      const Socket = options.WebSocket || globalThis.WebSocket;
+      const socket = new Socket(withToken(url));
       source = socket;
       socket.onopen = () => {
-        const request = { op: "subscribe", collection: options.collection };
-        if (resume && state.mirror.version !== null) {
-          request.since = state.mirror.version;
-          request.epoch = state.mirror.epoch;
-        }
-        socket.send(JSON.stringify(request));
+        sendSubscribe(socket, resume);
         status("connected");
       };
       socket.onmessage = (message) => {
-        if (message.data.startsWith('{"event"')) handle(message.data);
+        if (source !== socket) return;
+        const text = message.data;
+        if (text.startsWith('{"event"')) return handle(text);
+        let answer;
+        try {
+          answer = JSON.parse(text);
+        } catch {
+          return;
+        }
+        const waiter = pending.get(answer.id);
+        if (waiter) {
+          pending.delete(answer.id);
+          waiter.resolve(answer);
+        }
       };
       socket.onclose = () => {
         if (source !== socket || state.closed) return;
+        failPending(new Error("the connection was closed"));
         status("reconnecting");
-        setTimeout(() => open(true), 500);
+        retry = setTimeout(() => open(true), 500);
       };
       return;
     }
-    // EventSource resumes by itself with Last-Event-ID; a fresh one starts from a snapshot,
-    // unless the mirror holds a version to resume from.
+    // EventSource resumes a whole collection by itself with Last-Event-ID; a fresh one starts
+    // from a snapshot, unless the mirror holds a version to resume from. A windowed stream
+    // starts with a snapshot of its view each time, so it is opened again here, with the
+    // anchor where the daemon last held it.
     let address = withToken(url);
-    if (resume && state.mirror.version !== null) {
+    const window = subscriptionWindow();
+    if (window) {
+      address += (address.includes("?") ? "&" : "?") + windowQuery(window);
+    } else if (resume && state.mirror.version !== null) {
       address += (address.includes("?") ? "&" : "?") + `last_event_id=${state.mirror.epoch}:${state.mirror.version}`;
     }
     const events = new EventSource(address);
@@ -475,7 +671,27 @@ export function follow(url, options = {}) {
     for (const kind of ["snapshot", "changeset", "dropped"]) {
       events.addEventListener(kind, (message) => source === events && handle(message.data));
     }
-    events.addEventListener("error", () => status(events.readyState === 2 ? "closed" : "reconnecting"));
+    events.addEventListener("error", (message) => {
+      if (source !== events) return;
+      if (typeof message.data === "string") {
+        // The daemon refused the subscription (`event: error` with its answer) and ends the stream.
+        events.close();
+        let answer;
+        try {
+          answer = JSON.parse(message.data);
+        } catch {
+          answer = { ok: false };
+        }
+        return refused(answer, () => open(false));
+      }
+      if (window && events.readyState !== 1) {
+        events.close();
+        status("reconnecting");
+        retry = setTimeout(() => open(true), 500);
+        return;
+      }
+      status(events.readyState === 2 ? "closed" : "reconnecting");
+    });
     events.addEventListener("open", () => status("connected"));
   };
   open(false);
@@ -491,8 +707,11 @@ export function follow(url, options = {}) {
  * that change place glide there (FLIP, the Web Animations API); an updated item is rendered
  * again in its own element. `render(item, element, section)` fills an item's element;
  * `renderSection(section, element)` a section's heading.
+ *
+ * With `{windowed: true}` (and a windowed `follow`), see `bindWindowedList`.
  */
 export function bindList(container, followed, options = {}) {
+  if (options.windowed) return bindWindowedList(container, followed, options);
   const render = options.render || ((item, element) => (element.textContent = item.id));
   const renderSection =
     options.renderSection || ((section, element) => (element.dataset.title = section.id));
@@ -559,4 +778,243 @@ export function bindList(container, followed, options = {}) {
   const unsubscribe = followed.subscribe(update);
   if (followed.mirror.version !== null) update(null, followed.mirror);
   return { close: unsubscribe };
+}
+
+/**
+ * A list of a big collection that holds only the rows around what is visible. `container`
+ * becomes a scroll area as tall as the whole collection (`window.total` rows of `rowHeight`
+ * pixels): blank spacers stand for the rows before and after the view, and the view's rows sit
+ * between them, each at its own position. As the user scrolls, the window moves (`moveWindow`
+ * of a windowed `follow`): to `{first: N}` near the top, `{last: N}` near the end, and else to
+ * an anchor at the first visible row with `margin` rows before and after it. When that row is
+ * outside the view, its identifier is looked up with `get` (windows of at most `maxWindow`
+ * items, hopping from the nearest item it knows the place of). Options: `rowHeight` (28),
+ * `margin` (a screenful), `maxWindow` (the daemon's max_window_items, 10,000), `render`,
+ * `renderSection`, `itemTag`, `onError(error)`. Returns `{close(), settled, moves, visible()}`:
+ * `settled` is true when no move is under way and the view holds the visible rows.
+ */
+export function bindWindowedList(container, followed, options = {}) {
+  const render = options.render || ((item, element) => (element.textContent = item.id));
+  const renderSection =
+    options.renderSection || ((section, element) => (element.dataset.title = section.id));
+  const rowHeight = options.rowHeight ?? 28;
+  const maxWindow = options.maxWindow ?? 10000;
+  const itemElements = new Map();
+  const sectionElements = new Map();
+  // Items whose place is known (roughly: places shift as the collection changes), from views
+  // and lookups: where a lookup of a far row starts.
+  const landmarks = new Map();
+  const spacer = () => {
+    const element = document.createElement("div");
+    element.className = "diffcast-spacer";
+    element.setAttribute("aria-hidden", "true");
+    return element;
+  };
+  const top = spacer();
+  const rows = document.createElement("div");
+  const bottom = spacer();
+  container.classList.add("diffcast-windowed");
+  Object.assign(container.style, { overflowY: "auto", overflowAnchor: "none" });
+  container.replaceChildren(top, rows, bottom);
+  let closed = false;
+  let busy = false;
+  let timer = null;
+  let failures = 0;
+  // A step that moved nothing: the daemon's view already is what it asks for, but the mirror's
+  // window is older (a version that leaves a view as it was sends nothing, so `offset` and
+  // `total` may lag). It is not asked for again until the next event.
+  let idle = null;
+
+  /** The view's place: the mirror's window, or the whole collection for a follow without one. */
+  const place = () => {
+    const mirror = followed.mirror;
+    if (mirror.window) return mirror.window;
+    const count = mirror.sections.reduce((sum, section) => sum + section.items.length, 0);
+    return { offset: 0, count, total: count };
+  };
+  /** The rows [first, last) the scroll area shows now, of `total`. */
+  const visible = () => {
+    const { total } = place();
+    const first = Math.min(total, Math.max(0, Math.floor(container.scrollTop / rowHeight)));
+    const last = Math.min(total, Math.max(first, Math.ceil((container.scrollTop + container.clientHeight) / rowHeight)));
+    return { first, last, total };
+  };
+
+  const draw = () => {
+    const mirror = followed.mirror;
+    const { offset, count, total } = place();
+    top.style.height = `${offset * rowHeight}px`;
+    bottom.style.height = `${Math.max(0, total - offset - count) * rowHeight}px`;
+    const keptSections = new Set();
+    const keptItems = new Set();
+    const groups = [];
+    let position = offset;
+    for (const section of mirror.sections) {
+      let group = sectionElements.get(section.id);
+      if (!group) {
+        group = document.createElement("section");
+        group.dataset.id = section.id;
+        Object.assign(group.style, { margin: "0", padding: "0" });
+        sectionElements.set(section.id, group);
+      }
+      renderSection(section, group);
+      keptSections.add(section.id);
+      const elements = section.items.map((item) => {
+        let element = itemElements.get(item.id);
+        const isNew = !element;
+        if (isNew) {
+          element = document.createElement(options.itemTag || "li");
+          element.dataset.id = item.id;
+          Object.assign(element.style, { height: `${rowHeight}px`, margin: "0", boxSizing: "border-box", overflow: "hidden" });
+          itemElements.set(item.id, element);
+        }
+        if (isNew || element._data !== item.data) {
+          render(item, element, section);
+          element._data = item.data;
+        }
+        element.dataset.row = String(position);
+        if ((position - offset) % 16 === 0) landmarks.set(item.id, position);
+        position += 1;
+        keptItems.add(item.id);
+        return element;
+      });
+      group.replaceChildren(...elements);
+      groups.push(group);
+    }
+    rows.replaceChildren(...groups);
+    for (const id of itemElements.keys()) if (!keptItems.has(id)) itemElements.delete(id);
+    for (const id of sectionElements.keys()) if (!keptSections.has(id)) sectionElements.delete(id);
+  };
+
+  /** The window the visible rows need, or null when the view holds them. */
+  const plan = () => {
+    if (followed.mirror.version === null) return null;
+    const { offset, count } = place();
+    const { first, last, total } = visible();
+    if (total === 0) return null;
+    const margin = options.margin ?? Math.max(10, Math.ceil(container.clientHeight / rowHeight));
+    const slack = Math.floor(margin / 2);
+    if (offset <= Math.max(0, first - slack) && offset + count >= Math.min(total, last + slack)) return null;
+    const lo = Math.max(0, first - margin);
+    const hi = Math.min(total, lo + maxWindow, Math.max(last, first + 1) + margin);
+    if (lo === 0) return { first: hi };
+    if (hi === total) return { last: total - lo };
+    return { anchorAt: first, before: first - lo, after: hi - 1 - first };
+  };
+
+  /** The step to take now, or null. */
+  const wanted = () => {
+    const step = plan();
+    return step && JSON.stringify(step) !== idle ? step : null;
+  };
+
+  const itemId = (item) => identifier(typeof item === "object" && item !== null ? item.id : item, "get");
+  /** The identifier of the item at row `row` (or near it), looked up with `get`s of at most `maxWindow` items. */
+  const locate = async (row) => {
+    const mirror = followed.mirror;
+    const { offset, count } = place();
+    if (row >= offset && row < offset + count) return mirror.items[row - offset].id;
+    let { total } = place();
+    for (let hop = 0; hop < 64 && !closed; hop += 1) {
+      row = Math.min(row, total - 1);
+      if (row < 0) return null;
+      // From the nearest known place: the top, the end or a landmark.
+      let best = { distance: row, from: "top" };
+      if (total - 1 - row < best.distance) best = { distance: total - 1 - row, from: "end" };
+      for (const [id, position] of landmarks) {
+        const distance = Math.abs(position - row);
+        if (distance < best.distance) best = { distance, from: "landmark", id, position };
+      }
+      let window;
+      if (best.from === "top") window = { first: Math.min(row + 1, maxWindow) };
+      else if (best.from === "end") window = { last: Math.min(total - row, maxWindow) };
+      else if (best.position <= row) window = { anchor: best.id, before: 0, after: Math.min(row - best.position, maxWindow - 1) };
+      else window = { anchor: best.id, before: Math.min(best.position - row, maxWindow - 1), after: 0 };
+      const answer = await followed.request({ op: "get", collection: followed.collection, window });
+      if (!answer.ok) {
+        if (best.from === "landmark" && answer.error && answer.error.code === "unknown_item") {
+          landmarks.delete(best.id);
+          continue;
+        }
+        throw refusal(answer, "get");
+      }
+      const ids = (answer.sections || []).flatMap((section) => (section.items || []).map(itemId));
+      const at = answer.window.offset;
+      total = answer.window.total;
+      ids.forEach((id, i) => (i % 64 === 0 || i === ids.length - 1) && landmarks.set(id, at + i));
+      if (landmarks.size > 100000) landmarks.clear();
+      if (row >= at && row < at + ids.length) return ids[row - at];
+      if (!ids.length) return null;
+    }
+    return null;
+  };
+
+  const check = async () => {
+    timer = null;
+    if (busy || closed) return;
+    busy = true;
+    let failed = false;
+    try {
+      for (let round = 0; round < 8 && !closed; round += 1) {
+        const step = wanted();
+        if (!step) break;
+        let window = step;
+        if ("anchorAt" in step) {
+          const id = await locate(step.anchorAt);
+          if (id === null || closed) break;
+          window = { anchor: id, before: step.before, after: step.after };
+        }
+        binder.moves += 1;
+        const updates = followed.versions;
+        await followed.moveWindow(window);
+        if (followed.versions === updates) {
+          idle = JSON.stringify(step);
+          break;
+        }
+      }
+      failures = 0;
+    } catch (error) {
+      // A refused move (its anchor went away meanwhile) or a lost connection: try again soon.
+      failed = true;
+      failures += 1;
+      binder.error = error;
+      if (options.onError) options.onError(error);
+    } finally {
+      busy = false;
+    }
+    if (closed) return;
+    if (failed) timer = setTimeout(check, Math.min(2000, 100 * 2 ** failures));
+    else if (wanted()) schedule();
+  };
+  const schedule = () => {
+    if (!timer && !busy && !closed) timer = setTimeout(check, 16);
+  };
+
+  const update = () => {
+    idle = null;
+    draw();
+    schedule();
+  };
+  const unsubscribe = followed.subscribe(update);
+  container.addEventListener("scroll", schedule, { passive: true });
+  const resize = typeof ResizeObserver === "function" ? new ResizeObserver(schedule) : null;
+  if (resize) resize.observe(container);
+  const binder = {
+    moves: 0,
+    error: null,
+    visible,
+    /** No move under way or due, and the view holds the visible rows. */
+    get settled() {
+      return !busy && !timer && followed.mirror.version !== null && wanted() === null;
+    },
+    close() {
+      closed = true;
+      clearTimeout(timer);
+      unsubscribe();
+      container.removeEventListener("scroll", schedule);
+      if (resize) resize.disconnect();
+    },
+  };
+  if (followed.mirror.version !== null) update();
+  return binder;
 }
