@@ -104,10 +104,22 @@ public struct Summary: Equatable, CustomStringConvertible {
 
 /// Checks the events an engine publishes the way a subscriber does: a `CollectionMirror` per
 /// collection, fed every event, must compute the digest each event carries (else the daemon
-/// sent a changeset that does not lead to its own state).
+/// sent a changeset that does not lead to its own state). Windows the input subscribes to are
+/// followed too, a mirror per window group: every windowed event must lead to its digest, and
+/// to the view of the whole mirror at the range the event names.
 public final class EventOracle {
     let engine: ApplyEngine
     public private(set) var mirrors: [String: CollectionMirror] = [:]
+    /// The view each window group's subscribers hold, by group.
+    var windowMirrors: [WindowGroupID: (collection: String, mirror: CollectionMirror)] = [:]
+
+    /// What `reset(to:)` puts back.
+    public struct Saved {
+        let mirrors: [String: CollectionMirror]
+        let windowMirrors: [WindowGroupID: (collection: String, mirror: CollectionMirror)]
+    }
+
+    public var saved: Saved { Saved(mirrors: mirrors, windowMirrors: windowMirrors) }
     /// Each collection's mirror at the versions it held, for checking catch-up changesets.
     var history: [String: [UInt64: CollectionMirror]] = [:]
     private var slot: UInt64 = 0
@@ -142,15 +154,17 @@ public final class EventOracle {
 
     /// Puts the mirrors back as they were (after a batch was rolled back, its events are never
     /// delivered).
-    public func reset(to saved: [String: CollectionMirror]) {
-        mirrors = saved
+    public func reset(to saved: Saved) {
+        mirrors = saved.mirrors
+        windowMirrors = saved.windowMirrors
     }
 
     /// Feeds the events among `outcomes` to the mirrors.
     public func check(_ outcomes: [Outcome]) {
         for outcome in outcomes {
             switch outcome {
-            case .published(let name, let from, let to, let event, _):
+            case .published(let name, let from, let to, let event, let windows):
+                defer { checkWindows(windows, of: name, at: to) }
                 if mirrors[name] == nil, versionZeroIsEmpty, from == 0 {
                     var empty = CollectionMirror()
                     let snapshot = #"{"event":"snapshot","version":0,"sections":[],"digest":"\#(Digest(of: Snapshot()))"}"#
@@ -167,6 +181,21 @@ public final class EventOracle {
             case .dropped(let name):
                 mirrors[name] = nil
                 history[name] = nil
+                windowMirrors = windowMirrors.filter { $0.value.collection != name }
+            case .subscribed(_, let name, let version, let event?, _, let window?):
+                // A windowed subscribe of the input's: the first subscriber of a group starts its
+                // mirror; a later one's snapshot must show what the group's mirror holds.
+                var mirror = CollectionMirror()
+                feed(&mirror, event.bytes, what: "windowed snapshot of '\(name)'")
+                guard mirror.version == version, mirror.window?.range == window.range else {
+                    Fuzz.failure("windowed snapshot of '\(name)' is not at \(version) \(window.range)")
+                }
+                if let held = windowMirrors[window.group], held.mirror.version == version,
+                    held.mirror.sections != mirror.sections
+                {
+                    Fuzz.failure("two subscribers of one window of '\(name)' are shown different views")
+                }
+                windowMirrors[window.group] = (name, mirror)
             case .subscribed(let address, let name, let version, let event?, _, _)
             where address.connection != Self.connection:
                 // A subscribe of the input's, with or without `since`: its catch-up event must
@@ -186,6 +215,27 @@ public final class EventOracle {
             default:
                 break
             }
+        }
+    }
+
+    /// Feeds each window event to its group's mirror (from the version that mirror holds), and
+    /// compares the view it leads to with the whole mirror's view at the event's range.
+    private func checkWindows(_ windows: [WindowDelivery], of name: String, at version: UInt64) {
+        for delivery in windows {
+            guard var (collection, mirror) = windowMirrors[delivery.group], collection == name,
+                let from = mirror.version
+            else { continue }
+            feed(&mirror, delivery.event.bytes(from: from), what: "window event \(from)->\(version) of '\(name)'")
+            guard mirror.window?.range == delivery.range else {
+                Fuzz.failure("window event of '\(name)' names \(String(describing: mirror.window)), not \(delivery.range)")
+            }
+            if let whole = mirrors[name], whole.version == version,
+                whole.snapshot.view(delivery.range).outline != mirror.sections
+            {
+                Fuzz.failure("window event of '\(name)' at \(version) leads to another view than the whole mirror's")
+            }
+            collection = name
+            windowMirrors[delivery.group] = (collection, mirror)
         }
     }
 

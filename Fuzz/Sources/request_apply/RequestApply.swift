@@ -35,7 +35,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             if let name = request.command.collection { oracle.follow(name) }
         }
         let before = Summary(engine)
-        let mirrors = oracle.mirrors
+        let mirrors = oracle.saved
         let outcomes = engine.process(batch)
         let records = engine.takeLogRecords()
         if rollBack {
