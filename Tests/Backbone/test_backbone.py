@@ -44,6 +44,13 @@ def converged(daemons, collection):
     )
 
 
+def holds(daemon, collection):
+    """Whether the daemon has applied the collection's first version (until then `get` answers
+    unknown_collection)."""
+    with daemon.client() as client:
+        return any(row["name"] == collection and row["version"] >= 1 for row in client.list())
+
+
 def backbone_stats(daemon):
     with daemon.client() as client:
         return client.stats()["backbone"]
@@ -145,7 +152,7 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
         client.append_sections(collection, [{"id": "s", "items": ["before"]}])
     # The subscriber's daemon must hold the collection before its owner stops: a subscribe that
     # arrives earlier is forwarded to the owner (which made it), and the stopped one answers not.
-    wait_until(lambda: state(daemons[1], collection)["version"] >= 1, what="the collection to reach daemon 1")
+    wait_until(lambda: holds(daemons[1], collection), what="the collection to reach daemon 1")
     subscriber = Subscriber(daemons[1], collection)
     subscriber.start()
     wait_until(lambda: subscriber.versions, what="the subscriber's snapshot")
