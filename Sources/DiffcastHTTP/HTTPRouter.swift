@@ -13,6 +13,8 @@ public enum HTTPRoute: Equatable, Sendable {
     case webSocket(accept: String)
     /// A response the router made itself (a page, a script, a refusal).
     case respond(HTTPResponse)
+    /// The daemon's Prometheus exposition, which the server writes (`--metrics`).
+    case metrics
 }
 
 /// Maps HTTP requests to the protocol (`/v1/...`), the inspector page and the JavaScript
@@ -35,6 +37,17 @@ public struct HTTPRouter: Sendable {
         guard let origin = request.header("origin"), !isSameOrigin(request) else { return nil }
         if allowedOrigins.contains("*") { return "*" }
         return allowedOrigins.contains(origin) ? origin : nil
+    }
+
+    /// The routes of the metrics listener (`--metrics`): `GET /metrics` and nothing else, without
+    /// a token, as Prometheus scrapes it.
+    public static func metricsRoute(_ request: HTTPRequest) -> HTTPRoute {
+        guard request.path == "/metrics" else {
+            return .respond(
+                HTTPResponse(status: 404, contentType: "text/plain; charset=utf-8", body: Array("try GET /metrics\n".utf8)))
+        }
+        guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
+        return .metrics
     }
 
     public func route(_ request: HTTPRequest) -> HTTPRoute {
@@ -74,7 +87,7 @@ public struct HTTPRouter: Sendable {
             }
             if segments.count == 3 {
                 guard segments[2] == "events" else { break }
-                guard request.method == "GET" else { return methodNotAllowed("GET") }
+                guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
                 return eventStream(of: name, request)
             }
             switch request.method {
@@ -86,7 +99,7 @@ public struct HTTPRouter: Sendable {
                     .object([.init("op", "get"), .init("collection", .string(name)), .init("window", .object(window))]))
                 return .requests([output.bytes], batch: false)
             case "POST": return post(request.body, to: name)
-            default: return methodNotAllowed("GET, POST")
+            default: return Self.methodNotAllowed("GET, POST")
             }
         case ("POST", 1, "requests"):
             let lines = request.body.split(separator: UInt8(ascii: "\n")).map(Array.init).filter {
@@ -97,7 +110,7 @@ public struct HTTPRouter: Sendable {
         case ("GET", 1, "ws"):
             return webSocket(request)
         case (_, 1, "collections"), (_, 1, "requests"), (_, 1, "ws"):
-            return methodNotAllowed(segments.first == "requests" ? "POST" : "GET")
+            return Self.methodNotAllowed(segments.first == "requests" ? "POST" : "GET")
         default:
             break
         }
@@ -193,7 +206,7 @@ public struct HTTPRouter: Sendable {
         return origin == "http://\(host)" || origin == "https://\(host)"
     }
 
-    private func methodNotAllowed(_ allowed: String) -> HTTPRoute {
+    private static func methodNotAllowed(_ allowed: String) -> HTTPRoute {
         .respond(.error(405, code: "invalid_argument", "method not allowed here", headers: ["Allow: \(allowed)"]))
     }
 

@@ -54,6 +54,12 @@ final class Connection {
 
     var hasOutbound: Bool { !outbound.isEmpty }
 
+    /// Whether this is a scrape of the metrics listener rather than a client.
+    var servesMetricsOnly: Bool {
+        if case .http(let exchanges) = transport { return exchanges.servesMetricsOnly }
+        return false
+    }
+
     func reserveSlot() -> UInt64 {
         defer { nextSlot += 1 }
         return nextSlot
@@ -201,10 +207,13 @@ enum Transport {
 /// The HTTP requests of a connection whose answers are not yet sent, in request order.
 final class HTTPExchanges {
     let reader: HTTPRequestReader
+    /// Whether the connection came to the metrics listener, which serves `/metrics` alone.
+    let servesMetricsOnly: Bool
     var pending: [HTTPExchange] = []
 
-    init(reader: HTTPRequestReader) {
+    init(reader: HTTPRequestReader, servesMetricsOnly: Bool = false) {
         self.reader = reader
+        self.servesMetricsOnly = servesMetricsOnly
     }
 }
 

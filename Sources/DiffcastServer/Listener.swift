@@ -144,10 +144,10 @@ enum Listener {
             return
         }
         let purpose = Purpose(rawValue: UInt(bitPattern: dc_handle(stream).pointee.data)) ?? .clients
-        if purpose == .metrics, let endpoint = server.metricsEndpoint {
-            endpoint.accept(client)
-        } else {
-            server.accept(client, isTCP: type == UV_TCP, isHTTP: purpose == .http)
+        switch purpose {
+        case .clients: server.accept(client, isTCP: type == UV_TCP)
+        case .http: server.accept(client, isTCP: true, http: .api)
+        case .metrics: server.accept(client, isTCP: true, http: .metrics)
         }
     }
 }

@@ -48,8 +48,14 @@ extension Server {
 
     private func serve(_ request: HTTPRequest, on connection: Connection) {
         let router = HTTPRouter(token: configuration.tcpToken, allowedOrigins: configuration.httpOrigins)
-        let cors = router.corsOrigin(for: request)
-        switch router.route(request) {
+        let metricsOnly = connection.servesMetricsOnly
+        let cors = metricsOnly ? nil : router.corsOrigin(for: request)
+        switch metricsOnly ? HTTPRouter.metricsRoute(request) : router.route(request) {
+        case .metrics:
+            refreshMetricGauges?()
+            let body = metrics?.exposition() ?? []
+            let response = HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: body)
+            respond(response, keepAlive: request.keepAlive, corsOrigin: nil, on: connection)
         case .respond(let response):
             respond(response, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
         case .requests(let lines, let batch):
@@ -131,4 +137,10 @@ extension Server {
         }
         flushDirty()
     }
+}
+
+/// What an HTTP connection serves: the front end (`--http`), or the metrics alone (`--metrics`).
+enum HTTPRole {
+    case api
+    case metrics
 }

@@ -107,7 +107,7 @@ extension Server {
     func statisticsResponse(id: JSONText?, _ applied: ApplyStatistics) -> [UInt8] {
         WireEncoder.success(id: id, op: "stats") { output in
             let fields: [(StaticString, UInt64)] = [
-                (",\"connections\":", UInt64(connections.count)),
+                (",\"connections\":", UInt64(clientConnectionCount)),
                 (",\"connections_accepted\":", counters.connectionsAccepted),
                 (",\"subscriptions\":", UInt64(subscriptionCount)),
                 (",\"collections\":", UInt64(applied.collections)),

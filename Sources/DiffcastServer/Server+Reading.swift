@@ -10,17 +10,25 @@ import Logging
 extension Server {
     // MARK: - Connections
 
-    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, isHTTP: Bool = false) {
+    /// Takes an accepted stream: a line client, or with `http` one of the HTTP front end (`.api`)
+    /// or of the metrics listener (`.metrics`).
+    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, http: HTTPRole? = nil) {
+        let isHTTP = http != nil
         lastConnectionID += 1
-        counters.connectionsAccepted += 1
-        metrics?.connectionsAccepted.increment()
+        if http != .metrics {
+            // A scrape is no client: the counts say what clients did.
+            counters.connectionsAccepted += 1
+            metrics?.connectionsAccepted.increment()
+        }
         logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
         let connection = Connection(
             id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
             // HTTP requests are checked by the router, token and all, before they become lines.
             isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
         connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
-        if isHTTP { connection.transport = .http(HTTPExchanges(reader: httpRequestReader())) }
+        if let http {
+            connection.transport = .http(HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
+        }
         connections[connection.id] = connection
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
         guard connections.count <= configuration.maximumConnections else {
@@ -315,6 +323,11 @@ extension Server {
         } else {
             subscribers[name, default: []].insert(connection.id)
         }
+    }
+
+    /// Connections of clients (scrapes of the metrics listener are not counted).
+    var clientConnectionCount: Int {
+        connections.values.count { !$0.servesMetricsOnly }
     }
 
     /// Subscribers of a collection, whole and windowed.

@@ -40,7 +40,9 @@ public final class Server {
     var counters = LoopCounters()
     /// Prometheus metrics, made only when `metricsAddress` is set.
     let metrics: ServerMetrics?
-    var metricsEndpoint: MetricsEndpoint?
+    /// Sets the gauges read from the loop's state (connections, subscriptions, how far behind
+    /// the shared log), just before a scrape is answered.
+    var refreshMetricGauges: (() -> Void)?
     /// Why the apply queue refuses writes (a full disk), while it does.
     var readOnlyReason: String?
 
@@ -130,8 +132,8 @@ public final class Server {
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .http))
             }
             if let metrics, let address = configuration.metricsAddress {
-                metricsEndpoint = MetricsEndpoint(metrics: metrics) { [unowned self] in
-                    metrics.connections.set(Int64(connections.count))
+                refreshMetricGauges = { [unowned self] in
+                    metrics.connections.set(Int64(clientConnectionCount))
                     metrics.subscriptions.set(Int64(subscriptionCount))
                     if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }

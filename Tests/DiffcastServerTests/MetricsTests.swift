@@ -9,11 +9,12 @@ import Testing
 
 /// `--metrics HOST:PORT` serves Prometheus text that follows what the daemon did.
 @Suite(.serialized) struct MetricsTests {
-    /// One HTTP/1.1 request over a fresh TCP connection; the whole answer (the server closes).
+    /// One HTTP/1.1 request over a fresh TCP connection; the whole answer (the server closes, as
+    /// the request asks).
     private func fetch(port: Int, path: String) throws -> String {
         let descriptor = try connectTCP(port: port)
         defer { close(descriptor) }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var answer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
