@@ -44,7 +44,8 @@ public struct HTTPRouter: Sendable {
     public static func metricsRoute(_ request: HTTPRequest) -> HTTPRoute {
         guard request.path == "/metrics" else {
             return .respond(
-                HTTPResponse(status: 404, contentType: "text/plain; charset=utf-8", body: Array("try GET /metrics\n".utf8)))
+                HTTPResponse(
+                    status: 404, contentType: "text/plain; charset=utf-8", body: Array("try GET /metrics\n".utf8)))
         }
         guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
         return .metrics
@@ -166,7 +167,8 @@ public struct HTTPRouter: Sendable {
     private static func window(from query: [String: String]) -> [JSONValue.Member] {
         ["first", "last", "anchor", "before", "after"].compactMap { key -> JSONValue.Member? in
             guard let value = query[key] else { return nil }
-            let isCount = key != "anchor" && !value.isEmpty && value.utf8.count <= 18
+            let isCount =
+                key != "anchor" && !value.isEmpty && value.utf8.count <= 18
                 && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
             return .init(key, isCount ? .number(value) : .string(value))
         }

@@ -54,7 +54,8 @@ extension Server {
         case .metrics:
             refreshMetricGauges?()
             let body = metrics?.exposition() ?? []
-            let response = HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: body)
+            let response = HTTPResponse(
+                status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: body)
             respond(response, keepAlive: request.keepAlive, corsOrigin: nil, on: connection)
         case .respond(let response):
             respond(response, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)

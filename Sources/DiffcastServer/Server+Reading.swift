@@ -27,7 +27,8 @@ extension Server {
             isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
         connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
         if let http {
-            connection.transport = .http(HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
+            connection.transport = .http(
+                HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
         }
         connections[connection.id] = connection
         dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
