@@ -240,6 +240,7 @@ final class SharedLogApplier {
     /// their outcomes, or nil when another daemon wrote the log first (the jobs are undone and
     /// the lease is given up: the caller forwards them).
     private func writeAsOwner(_ jobs: [Job], of name: String) -> [Outcome]? {
+        let before = engine.position(of: name)
         let produced = engine.process(jobs)
         let records = engine.takeLogRecords()
         guard !records.isEmpty else {
@@ -247,9 +248,16 @@ final class SharedLogApplier {
             return produced
         }
         let position = engine.position(of: name)
-        let version = position?.version ?? 0
         let dropped = records.last.map { if case .drop = $0 { true } else { false } } ?? false
-        let messageID = "\(epochOf(records) ?? position?.epoch ?? "-"):\(version):\(node)\(dropped ? ":drop" : "")"
+        // JetStream drops a message whose ID it saw in the last minutes as a duplicate (a retried
+        // append is stored once), so every message's ID must name what only it does: the
+        // collection's epoch and version after it, or for a drop the epoch and version it ended
+        // (a drop's ID once named neither, and every drop by a daemon after its first in the
+        // window was taken for a duplicate: acknowledged, never logged, never seen elsewhere).
+        let messageID =
+            dropped
+            ? "\(name):\(before?.epoch ?? epochOf(records) ?? "-"):\(before?.version ?? 0):\(node):drop"
+            : "\(epochOf(records) ?? position?.epoch ?? "-"):\(position?.version ?? 0):\(node)"
         switch backbone.append(records, of: name, after: logPosition[name] ?? 0, messageID: messageID) {
         case .stored(let sequence):
             if engine.commitLastBatch() { dc_release_free_memory() }

@@ -105,6 +105,29 @@ def test_the_contract_holds_on_a_daemon_that_owns_nothing(daemons):
     assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
 
 
+def test_every_drop_reaches_every_daemon(daemons):
+    """A drop is logged like any write: each of several drops (by the same owner, within the
+    log's duplicate window) reaches every daemon and its subscribers. Once, every drop after a
+    daemon's first took the ID of the one before, was discarded by JetStream as a duplicate, and
+    the collection lived on everywhere but on its owner."""
+    follower = daemons[2]
+    with follower.client() as client:
+        for round in range(3):
+            collection = f"dropped-{round}"
+            client.append_sections(collection, [{"id": "s", "items": ["a", "b"]}])
+            wait_until(lambda: all(holds(daemon, collection) for daemon in daemons), what=f"{collection} everywhere")
+            with follower.client() as subscriber:
+                subscriber.subscribe(collection)
+                client.drop(collection)
+                for event in subscriber.events(timeout=10):
+                    if event["event"] != "snapshot":
+                        assert event["event"] == "dropped", event
+                        break
+                else:
+                    raise AssertionError(f"{collection}: no dropped event on the daemon that asked for the drop")
+            wait_until(lambda: not any(holds(daemon, collection) for daemon in daemons), what=f"{collection} dropped everywhere")
+
+
 def test_killing_the_owner_loses_no_acknowledged_write(cluster, daemons):
     collection = "owner-killed"
     writers, subscribers = start_load(daemons, collection)
