@@ -50,11 +50,13 @@ final class CollectionState {
         let version: UInt64
         let exists: Bool
         let history: [(version: UInt64, snapshot: Snapshot)]
+        /// The windows as they were: a version that is undone must not have moved them on.
+        let windows: WindowGroups
     }
 
     func save() -> Saved {
         document.beginTransaction()
-        return Saved(state: self, version: version, exists: exists, history: history)
+        return Saved(state: self, version: version, exists: exists, history: history, windows: windows)
     }
 
     func restore(_ saved: Saved) {
@@ -62,6 +64,7 @@ final class CollectionState {
         version = saved.version
         exists = saved.exists
         history = saved.history
+        windows = saved.windows
     }
 
     /// The batch was made durable: its writes stay.

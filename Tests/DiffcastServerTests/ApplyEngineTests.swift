@@ -215,6 +215,24 @@ import Testing
         #expect(event["items"]?["inserted"] == [["at": [0, 0], "id": "f"], ["at": [0, 1], "id": "g"]])
     }
 
+    /// A batch that is undone (its log records could not be made durable) leaves the windows
+    /// where they were: the next version's window event starts from the view subscribers hold.
+    @Test func anUndoneBatchDoesNotMoveTheWindows() throws {
+        let engine = ApplyEngine()
+        _ = engine.process([try job(#"apply c {"sections":[{"id":"s","items":["a","b","c"]}]}"#, slot: 0)])
+        _ = engine.commitLastBatch()
+        _ = engine.process([try job(#"subscribe c {"window":{"first":2}}"#, connection: 5, slot: 0)])
+        _ = engine.commitLastBatch()
+        let undone = windowEvents(engine.process([try job(#"insert_items c {"before":"a","items":["z"]}"#, slot: 1)]))
+        #expect(undone.count == 1)
+        engine.rollBackLastBatch()
+        let next = windowEvents(engine.process([try job(#"update_items c {"items":[{"id":"a","data":1}]}"#, slot: 2)]))
+        let line = try #require(next.first).event.bytes(from: 1)
+        let event = try JSONParser.parse(Array(String(decoding: line, as: UTF8.self).utf8.dropLast()))
+        #expect(event["version"] == .number("2"))
+        #expect(event["items"] == ["updated": [["at": [0, 0], "id": "a", "data": 1]]])
+    }
+
     private static func response(_ outcomes: [Outcome]) -> SharedBytes? {
         for case .response(_, let bytes) in outcomes { return bytes }
         return nil
