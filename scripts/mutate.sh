@@ -51,6 +51,7 @@ window-anchor-passes-backwards-first|Sources/DiffcastCore/Window.swift|         
 window-marks-ignored|Sources/DiffcastCore/Window.swift|marksMayTouch(marks, document, newRange) else { return nil }|Bool(false) else { return nil }|WindowTests
 window-whole-chunk-digest-skipped|Sources/DiffcastCore/Window.swift|                    part.append(current.digest)|                    part.append(.empty)|WindowTests
 window-touched-item-ignored|Sources/DiffcastCore/Window.swift|            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }|            let inside = touched.isEmpty|WindowTests
+window-undo-forgotten|Sources/DiffcastServer/CollectionState.swift|        windows = saved.windows\n|\n|ApplyEngineTests
 window-group-per-subscriber|Sources/DiffcastServer/WindowGroups.swift|        if let existing = byKey[tracker.key], groups[existing] != nil {|        if Bool(false), let existing = byKey[tracker.key] {|ApplyEngineTests
 window-catch-up-from-current-view|Sources/DiffcastServer/ApplyEngine.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
 poison-log-message-applied|Sources/DiffcastServer/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
