@@ -110,19 +110,42 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
 
     // MARK: - Backbone
 
+    /// How long a start keeps asking JetStream before it gives up: a cluster that was just
+    /// started, or is electing a new leader, answers "no responders" or times out for seconds.
+    static let joinSeconds = 30
+
+    /// Runs `body` (the start's JetStream calls, which are idempotent) until it succeeds or
+    /// `joinSeconds` have passed, saying in the log why it tries again.
+    private func retryingWhileJetStreamSettles<Result>(_ body: () throws -> Result) throws -> Result {
+        let deadline = ContinuousClock.now + .seconds(Self.joinSeconds)
+        while true {
+            do {
+                return try body()
+            } catch {
+                guard ContinuousClock.now < deadline else { throw error }
+                logger.warning(
+                    "joining the backbone: JetStream is not ready; trying again", metadata: ["error": "\(error)"])
+                usleep(500_000)
+            }
+        }
+    }
+
     public func start(wake: @escaping @Sendable () -> Void) throws -> BackboneStart {
         wakeHandler.withLock { $0 = WakeBox(wake: wake) }
-        try client.ensureStream(name: Self.stream, subjects: ["diffcast.log.>"], replicas: settings.replicas)
-        try client.ensureStream(
-            name: Self.snapshots, subjects: ["diffcast.snapshot.>"], replicas: settings.replicas,
-            maximumMessagesPerSubject: 1)
-        // Snapshots first: the log before them may already be cut.
-        let snapshots = try client.lastMessagePerSubject(stream: Self.snapshots, subject: "diffcast.snapshot.>")
-        let bucket = try client.keyValueBucket(
-            Self.bucket, ttlMilliseconds: Int64(settings.leaseMilliseconds), replicas: settings.replicas)
-        leaseBucket.withLock { $0 = bucket }
-        let last = try client.lastSequence(stream: Self.stream)
-        let subscription = try followLog(from: 1)
+        let (snapshots, last, subscription) = try retryingWhileJetStreamSettles {
+            () throws -> ([[UInt8]], UInt64, SubscriptionHandle) in
+            try client.ensureStream(name: Self.stream, subjects: ["diffcast.log.>"], replicas: settings.replicas)
+            try client.ensureStream(
+                name: Self.snapshots, subjects: ["diffcast.snapshot.>"], replicas: settings.replicas,
+                maximumMessagesPerSubject: 1)
+            // Snapshots first: the log before them may already be cut.
+            let snapshots = try client.lastMessagePerSubject(stream: Self.snapshots, subject: "diffcast.snapshot.>")
+            let bucket = try client.keyValueBucket(
+                Self.bucket, ttlMilliseconds: Int64(settings.leaseMilliseconds), replicas: settings.replicas)
+            leaseBucket.withLock { $0 = bucket }
+            let last = try client.lastSequence(stream: Self.stream)
+            return (snapshots, last, try followLog(from: 1))
+        }
         watchQueue.sync { watch.subscription = subscription }
         let serve: @Sendable (NATSClient.Request) -> Void = { [weak self] request in
             guard let self else { return }

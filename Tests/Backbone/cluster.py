@@ -79,6 +79,10 @@ class Cluster:
 class BackboneDaemon(Daemon):
     """A diffcastd joined to the cluster."""
 
+    # Joining waits for the cluster's JetStream (a fresh cluster first elects its meta leader, and
+    # the stream is made with 3 replicas): seconds under load, more than a plain daemon's start.
+    start_seconds = 30
+
     def __init__(self, cluster, owner=True, lease_ms=1500, extra=()):
         arguments = ["--backbone", cluster.urls, "--backbone-lease-ms", str(lease_ms)]
         arguments += ["--backbone-owner", "true" if owner else "false", *extra]

@@ -17,6 +17,9 @@ from .client import Client, connect_with_retry
 
 
 class Daemon:
+    #: Seconds a start may take before its socket answers.
+    start_seconds = 5
+
     def __init__(self, binary=None, arguments=(), directory=None, socket_path=None):
         self.binary = binary or os.environ.get("DIFFCASTD") or shutil.which("diffcastd") or "diffcastd"
         self.arguments = list(arguments)
@@ -32,7 +35,7 @@ class Daemon:
             [self.binary, "--socket", self.socket_path] + self.arguments, stdout=subprocess.DEVNULL, stderr=log
         )
         log.close()
-        connect_with_retry(self.socket_path).close()
+        connect_with_retry(self.socket_path, attempts=int(self.start_seconds * 10)).close()
         return self
 
     def stop(self, sig=signal.SIGTERM):
