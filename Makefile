@@ -23,7 +23,7 @@ RUNTIME_PACKAGES := libuv1 libnats3.4 libhttp-parser2.9 libwslay1 libssl3
 SERVICE_TEST_PACKAGES := debootstrap systemd-container
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize fuzz test-web test-partition build release stamp run test test-clients test-backbone conformance soak soak-backbone bench \
+.PHONY: deps bench-deps backbone-deps runtime-deps test-sanitize fuzz test-web test-partition build release stamp run test test-clients test-backbone conformance soak soak-backbone bench bench-web \
 	install deb test-service lint clean
 
 # Installs the Debian packages named in PACKAGES that are missing (apt-get update first).
@@ -136,6 +136,15 @@ conformance: release
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+
+# The browser transports against nginx with the Nchan module (Debian's nginx-light and
+# libnginx-mod-nchan): the growing feed over Server-Sent Events and WebSocket, 10 and 1,000
+# subscribers read by one node process (Benchmarks/web). WEB_BENCH passes options, e.g.
+# WEB_BENCH="--subscribers 100 --rounds 3 --deliveries 2000000" (see bench_web.py --help).
+WEB_BENCH_PACKAGES := nginx-light libnginx-mod-nchan nodejs
+bench-web: release
+	$(call apt_install,$(WEB_BENCH_PACKAGES))
+	DIFFCASTD=.build/release/diffcastd python3 Benchmarks/web/bench_web.py $(WEB_BENCH)
 
 # The Swift suites under AddressSanitizer, and then ThreadSanitizer, with the daemon under test
 # built with the same sanitizer (DIFFCASTD). Reports go to files in $(SANITIZER_REPORTS), from the
