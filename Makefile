@@ -132,10 +132,16 @@ conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3
 
 # Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
-# backbone, window) for one.
+# backbone, window; sse or websocket: the browser transports against nginx + Nchan, as make
+# bench-web does) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window); do .build/release/DiffcastBenchmarks $$b || exit 1; done
+	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window); do \
+	  case $$b in \
+	    sse) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports sse $(WEB_BENCH)" || exit 1 ;; \
+	    websocket) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports ws $(WEB_BENCH)" || exit 1 ;; \
+	    *) .build/release/DiffcastBenchmarks $$b || exit 1 ;; \
+	  esac; done
 
 # The browser transports against nginx with the Nchan module (Debian's nginx-light and
 # libnginx-mod-nchan): the growing feed over Server-Sent Events and WebSocket, 10 and 1,000

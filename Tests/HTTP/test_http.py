@@ -230,7 +230,7 @@ def test_the_contract_holds_over_websocket(http_daemon, tmp_path):
             assert time.monotonic() < deadline, "the bridge did not start"
             time.sleep(0.05)
         result = subprocess.run(
-            [sys.executable, str(CHECKER), "--socket", bridge_path, "--contract", "2"],
+            [sys.executable, str(CHECKER), "--socket", bridge_path, "--contract", "3"],
             capture_output=True, text=True, timeout=600)
         assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
     finally:
