@@ -144,10 +144,11 @@ bench: bench-deps release
 	  esac; done
 
 # The browser transports against nginx with the Nchan module (Debian's nginx-light and
-# libnginx-mod-nchan): the growing feed over Server-Sent Events and WebSocket, 10 and 1,000
-# subscribers read by one node process (Benchmarks/web). WEB_BENCH passes options, e.g.
+# libnginx-mod-nchan), and over WebSocket also against nats-server's own WebSocket listener: the
+# growing feed over Server-Sent Events and WebSocket, 10 and 1,000 subscribers read by one node
+# process (Benchmarks/web). WEB_BENCH passes options, e.g.
 # WEB_BENCH="--subscribers 100 --rounds 3 --deliveries 2000000" (see bench_web.py --help).
-WEB_BENCH_PACKAGES := nginx-light libnginx-mod-nchan nodejs
+WEB_BENCH_PACKAGES := nginx-light libnginx-mod-nchan nats-server nodejs
 bench-web: release
 	$(call apt_install,$(WEB_BENCH_PACKAGES))
 	DIFFCASTD=.build/release/diffcastd python3 Benchmarks/web/bench_web.py $(WEB_BENCH)

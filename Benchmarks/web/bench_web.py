@@ -14,6 +14,10 @@ items, the last one `i<M-1>`; a run in which one did not is run again and noted.
 unprivileged (as nobody when started as root) from a temporary prefix, with the module of
 libnginx-mod-nchan and nginx.conf.template.
 
+The WebSocket table adds nats-server's own WebSocket listener (when nats-server is installed):
+subscribers send CONNECT and SUB over WebSocket, the publisher core NATS PUBs on its TCP client
+port, each followed by a PING whose PONG stands for the answer core NATS does not give.
+
     DIFFCASTD=.build/release/diffcastd python3 Benchmarks/web/bench_web.py [--subscribers 10,1000]
 """
 
@@ -233,6 +237,53 @@ class Nchan:
             self.process.wait()
 
 
+class Nats:
+    """nats-server with its own WebSocket listener (no TLS) for the subscribers and its TCP client
+    port for the publisher (nats-server has no Unix socket)."""
+
+    name = "nats-server"
+
+    def __init__(self, binary, directory):
+        self.binary = binary
+        self.directory = directory
+
+    def start(self, messages):
+        self.port = free_port()
+        self.client_port = free_port()
+        self.socket = None
+        conf = os.path.join(self.directory, "nats.conf")
+        self.log = os.path.join(self.directory, "nats.log")
+        # Outbound buffers as large as a run can need (Nchan keeps every message too): a lagging
+        # subscriber must not be cut off as a slow consumer.
+        with open(conf, "w") as f:
+            f.write(
+                f'listen: "127.0.0.1:{self.client_port}"\n'
+                f"max_pending: 1GB\n"
+                f'write_deadline: "60s"\n'
+                f'websocket {{\n  listen: "127.0.0.1:{self.port}"\n  no_tls: true\n}}\n'
+            )
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.binary, "-c", conf], stdout=subprocess.DEVNULL, stderr=log
+            )
+        wait_connectable(("127.0.0.1", self.client_port), process=self.process, log=self.log_tail)
+        wait_connectable(("127.0.0.1", self.port), process=self.process, log=self.log_tail)
+
+    def pids(self):
+        return [self.process.pid]
+
+    def log_tail(self):
+        return tail(self.log)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 class Incomplete(RuntimeError):
     """A run in which some subscriber did not get every message, in order."""
 
@@ -265,7 +316,7 @@ read_json.pending = {}
 def trial(server, transport, subscribers, messages, window, args, directory):
     """One measurement: a fresh server, S subscribers (over --clients processes), M pipelined writes."""
     server.start(messages)
-    kind = "diffcast" if isinstance(server, Diffcast) else "nchan"
+    kind = "diffcast" if isinstance(server, Diffcast) else "nats" if isinstance(server, Nats) else "nchan"
     clients = []
     publisher = None
     try:
@@ -296,6 +347,7 @@ def trial(server, transport, subscribers, messages, window, args, directory):
         options = {
             "server": kind,
             "socket": server.socket,
+            "port": getattr(server, "client_port", None),
             "messages": messages,
             "window": window,
             "bytes": args.bytes,
@@ -386,6 +438,11 @@ def main():
     parser.add_argument("--diffcastd", default=os.environ.get("DIFFCASTD", ".build/release/diffcastd"))
     parser.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     parser.add_argument("--nchan-module", default="/usr/lib/nginx/modules/ngx_nchan_module.so")
+    parser.add_argument(
+        "--nats-server",
+        default=shutil.which("nats-server") or "",
+        help="nats-server, a third server in the WebSocket table (its own WebSocket listener; empty: none)",
+    )
     parser.add_argument("--node", default=shutil.which("node") or "node")
     parser.add_argument("--transports", default="sse,ws", help="sse, ws or both (comma-separated)")
     parser.add_argument("--subscribers", default="10,1000", help="subscriber counts (comma-separated)")
@@ -435,23 +492,40 @@ def main():
     directory = tempfile.mkdtemp(prefix="dc-web-")
     diffcast = Diffcast(os.path.abspath(args.diffcastd), directory)
     nchan = Nchan(args.nginx, args.nchan_module, directory, args.nginx_workers, args.nchan_buffer)
+    nats = Nats(args.nats_server, directory) if args.nats_server and os.path.exists(args.nats_server) else None
     counts = [int(value) for value in args.subscribers.split(",")]
     windows = [int(value) for value in args.windows.split(",")]
     names = {"sse": "Server-Sent Events", "ws": "WebSocket"}
     try:
         node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
         nginx_version = subprocess.run([args.nginx, "-v"], capture_output=True, text=True).stderr.strip()
+        nats_version = (
+            subprocess.run([nats.binary, "--version"], capture_output=True, text=True).stdout.strip() if nats else ""
+        )
         print(
             f"## Browser transports: the growing feed against {nginx_version.split(': ')[-1]} + Nchan\n\n"
             f"One publisher on the server's Unix socket (diffcastd: `append_items` lines; Nchan: HTTP/1.1\n"
             f"POSTs, pipelined on one keep-alive connection), ~{args.bytes}-byte items, one per write, at most\n"
             f"`window` unanswered; S subscribers read by {args.clients} node {node_version} process(es), the same code for\n"
-            f"both servers; nginx runs {args.nginx_workers} worker (diffcastd: one loop). Median of {args.rounds} alternated rounds;\n"
+            f"every server; nginx runs {args.nginx_workers} worker (diffcastd: one loop). Median of {args.rounds} alternated rounds;\n"
             f"every subscriber verified (all M items, the last one last). Latency: from a write's send to\n"
             f"the read that completed its event. CPU: % of one core over the run (client: its reading\n"
             f"thread; 100 % would make it the bottleneck).\n",
             flush=True,
         )
+        if nats and "ws" in args.transports.split(","):
+            print(
+                f"The WebSocket table adds {nats_version.replace('nats-server: ', 'nats-server ')} with its own WebSocket listener (`websocket {{ no_tls: true }}`):\n"
+                f"subscribers send `CONNECT`, `SUB feed 1` over WebSocket and count the items in its `MSG`\n"
+                f"payloads (taken out of the frames, which need not end between messages). It has no Unix socket:\n"
+                f"the publisher writes core NATS `PUB feed N` on its TCP client port (loopback), each followed by\n"
+                f"a `PING`. Core NATS answers no PUB; the `PONG` (sent once the server has handled the PUBs before\n"
+                f"it, i.e. queued the message for every subscriber) stands for the answer, so `window` counts\n"
+                f"unanswered PINGs. That is not an acknowledgement that the message is stored: core NATS keeps\n"
+                f"nothing (no snapshot, no replay), where diffcastd answers once the write is applied. nats-server\n"
+                f"runs its goroutines on every core (GOMAXPROCS), so its CPU may pass 100 %.\n",
+                flush=True,
+            )
         for transport in args.transports.split(","):
             print(f"### {names[transport]}\n")
             print(
@@ -466,9 +540,11 @@ def main():
                 for subscribers in counts:
                     deliveries = args.lone_deliveries if window == 1 else args.deliveries
                     messages = args.messages or max(100, deliveries // subscribers)
-                    results = {diffcast.name: [], nchan.name: []}
+                    servers = [diffcast, nchan] + ([nats] if nats and transport == "ws" else [])
+                    results = {server.name: [] for server in servers}
                     for round in range(args.rounds):
-                        order = (diffcast, nchan) if round % 2 == 0 else (nchan, diffcast)
+                        # Alternated: each server first in turn.
+                        order = servers[round % len(servers) :] + servers[: round % len(servers)]
                         for server in order:
                             for attempt in range(args.retries + 1):
                                 try:
@@ -479,7 +555,7 @@ def main():
                                         raise
                                     notes.append(f"- run again: {str(error).splitlines()[0]}")
                             results[server.name].append(result)
-                    for server in (diffcast, nchan):
+                    for server in servers:
                         rows = results[server.name]
                         print(
                             f"| {server.name} | {window} | {subscribers} | {messages} | {median(rows, 'events'):.0f} "
@@ -489,18 +565,21 @@ def main():
                             f"| {median(rows, 'publisherPercent'):.0f} | {median(rows, 'bytes'):.0f} |",
                             flush=True,
                         )
-                    ours, theirs = results[diffcast.name], results[nchan.name]
-                    per_round = ", ".join(
-                        f"{a['deliveriesPerSecond'] / b['deliveriesPerSecond']:.2f}×" for a, b in zip(ours, theirs)
-                    )
-                    ratios.append(
-                        f"- window {window}, {subscribers} subscribers: deliveries/s "
-                        f"{median(ours, 'deliveriesPerSecond') / median(theirs, 'deliveriesPerSecond'):.2f}× "
-                        f"(rounds: {per_round}), p50 latency {median(ours, 'p50') / median(theirs, 'p50'):.2f}×, "
-                        f"p99 latency {median(ours, 'p99') / median(theirs, 'p99'):.2f}×, server CPU per delivery "
-                        f"{median(ours, 'serverMicroseconds') / median(theirs, 'serverMicroseconds'):.2f}×"
-                    )
-            print(f"\nRatio diffcastd / nginx + Nchan ({names[transport]}; of the medians, then per round):\n")
+                    ours = results[diffcast.name]
+                    for other in servers[1:]:
+                        theirs = results[other.name]
+                        per_round = ", ".join(
+                            f"{a['deliveriesPerSecond'] / b['deliveriesPerSecond']:.2f}×" for a, b in zip(ours, theirs)
+                        )
+                        ratios.append(
+                            f"- vs {other.name}, window {window}, {subscribers} subscribers: deliveries/s "
+                            f"{median(ours, 'deliveriesPerSecond') / median(theirs, 'deliveriesPerSecond'):.2f}× "
+                            f"(rounds: {per_round}), p50 latency {median(ours, 'p50') / median(theirs, 'p50'):.2f}×, "
+                            f"p99 latency {median(ours, 'p99') / median(theirs, 'p99'):.2f}×, server CPU per delivery "
+                            f"{median(ours, 'serverMicroseconds') / median(theirs, 'serverMicroseconds'):.2f}×"
+                        )
+            others = "nginx + Nchan" + (" and nats-server" if nats and transport == "ws" else "")
+            print(f"\nRatio diffcastd / {others} ({names[transport]}; of the medians, then per round):\n")
             print("\n".join(ratios) + "\n", flush=True)
             if notes:
                 print("Runs in which a subscriber missed messages (not counted):\n")

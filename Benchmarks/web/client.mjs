@@ -1,6 +1,6 @@
 // The web benchmark's two processes (bench_web.py starts them; no npm dependencies):
 //
-//   node client.mjs subscribe '{"server":"diffcast"|"nchan","transport":"sse"|"ws","port":P,...}'
+//   node client.mjs subscribe '{"server":"diffcast"|"nchan"|"nats","transport":"sse"|"ws","port":P,...}'
 //     S subscribers on raw TCP sockets, each counting the items of its complete events (an SSE
 //     event ends with a blank line, a WebSocket message with its frame): one `"id":"i` per item,
 //     counted over all the complete events of a read at once with Buffer.indexOf (memmem), and
@@ -9,15 +9,20 @@
 //     subscriber is set up, {"delivered":…} when every subscriber has every item (or when
 //     nothing arrives for `stallSeconds`), then, on "report SENT_TIMES LATENCIES" from stdin,
 //     writes every delivery's latency (sorted) and prints the counts and checks as JSON.
+//     nats-server's WebSocket listener carries the NATS protocol as a byte stream whose frame
+//     boundaries need not fall between messages: its subscribers take the frames' payloads out,
+//     then count the items in complete `MSG feed 1 N\r\n<N bytes>\r\n` messages the same way.
 //
 //   node client.mjs publish '{"server":…,"socket":PATH,"messages":M,"window":W,...}'
 //     One connection on the server's Unix socket: M writes of one item each, pipelined, at most W
 //     unanswered (Diffcast: append_items lines; Nchan: HTTP/1.1 POSTs on one keep-alive
-//     connection). Prints {"connected":true}, starts on "go" from stdin, writes the send time of
+//     connection; nats-server: core NATS `PUB feed N` each followed by a PING on its TCP client
+//     port, the PONG standing for the write's answer, as core NATS has none). Prints {"connected":true}, starts on "go" from stdin, writes the send time of
 //     every message to `sendTimes` (Float64, ms on CLOCK_MONOTONIC: process.hrtime, the
 //     subscriber's clock too) and prints its figures.
 //
-// The same code reads both servers: only the request that opens a subscription differs.
+// The same code reads every server: only the request that opens a subscription differs (and,
+// for nats-server, taking the NATS stream out of the frames).
 
 import fs from "node:fs";
 import net from "node:net";
@@ -61,6 +66,7 @@ function itemText(index, bytes) {
 const MARKER = Buffer.from('"id":"i');
 const EVENT_END = Buffer.from("\n\n");
 const HEAD_END = Buffer.from("\r\n\r\n");
+const CRLF = Buffer.from("\r\n");
 
 /** A client frame (masked, with a zero key: the payload as written) of a WebSocket text message. */
 function maskedFrame(opcode, payload) {
@@ -80,7 +86,13 @@ function subscribe() {
   const { server, transport, host = "127.0.0.1", port, subscribers: count, messages } = options;
   const path =
     options.path ??
-    (server === "diffcast" ? (transport === "sse" ? "/v1/collections/feed/events" : "/v1/ws") : "/sub/feed");
+    (server === "diffcast"
+      ? transport === "sse"
+        ? "/v1/collections/feed/events"
+        : "/v1/ws"
+      : server === "nats"
+        ? "/"
+        : "/sub/feed");
   const request =
     transport === "sse"
       ? `GET ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n\r\n`
@@ -91,10 +103,14 @@ function subscribe() {
   // its channel once the response head is out, followed over SSE by a `: hi` comment
   // (bench_web.py also checks Nchan's count of subscribers).
   const setupMessages = transport === "sse" ? 1 : server === "diffcast" ? 2 : 0;
+  // nats-server: CONNECT, SUB and a PING; its PONG says the subscription is in place.
+  const nats = server === "nats";
   const subscribeFrame =
     server === "diffcast" && transport === "ws"
       ? maskedFrame(1, JSON.stringify({ op: "subscribe", collection: "feed" }))
-      : null;
+      : nats
+        ? maskedFrame(2, 'CONNECT {"verbose":false,"pedantic":false}\r\nSUB feed 1\r\nPING\r\n')
+        : null;
   const sse = transport === "sse";
 
   // Every read that completed items: the subscriber's count before it, the items, the time.
@@ -154,7 +170,9 @@ function subscribe() {
       const opcode = first & 15;
       if (opcode === 8) state.closedByServer = true;
       else if (opcode === 9) socket.write(maskedFrame(10, buffer.subarray(at + head, at + head + payload)));
-      else if (opcode !== 10 && first & 0x80) state.messages++;
+      else if (nats) {
+        if (opcode === 0 || opcode === 1 || opcode === 2) state.payloads.push(buffer.subarray(at + head, at + head + payload));
+      } else if (opcode !== 10 && first & 0x80) state.messages++;
       at += head + payload;
     }
     return at;
@@ -178,18 +196,31 @@ function subscribe() {
       state.head = false;
       buffer = buffer.subarray(end + 4);
       if (subscribeFrame) socket.write(subscribeFrame);
-      if (!state.ready && state.messages >= setupMessages) setUp(state);
+      if (!nats && !state.ready && state.messages >= setupMessages) setUp(state);
       if (buffer.length === 0) return;
     }
     let end;
-    if (sse) {
+    if (nats) {
+      // The frames' payloads, after what was left of the NATS stream, are the stream to count in.
+      const framed = framesEnd(state, buffer, socket);
+      if (framed < buffer.length) state.pending = Buffer.from(buffer.subarray(framed));
+      if (state.payloads.length === 0) return;
+      const parts = state.payloads;
+      state.payloads = [];
+      if (state.proto !== null) parts.unshift(state.proto);
+      buffer = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+      state.proto = null;
+      end = natsEnd(state, buffer, socket);
+      if (end < buffer.length) state.proto = Buffer.from(buffer.subarray(end));
+      if (!state.ready && state.pongs > 0) setUp(state);
+    } else if (sse) {
       const last = buffer.lastIndexOf(EVENT_END);
       end = last < 0 ? 0 : last + 2;
       for (let at = buffer.indexOf(EVENT_END); at >= 0 && at < end; at = buffer.indexOf(EVENT_END, at + 2))
         state.messages++;
     } else end = framesEnd(state, buffer, socket);
     // The read buffer is shared by every socket: an incomplete tail is copied out.
-    if (end < buffer.length) state.pending = Buffer.from(buffer.subarray(end));
+    if (!nats && end < buffer.length) state.pending = Buffer.from(buffer.subarray(end));
     if (end === 0) return;
     let items = 0;
     for (let at = buffer.indexOf(MARKER); at >= 0 && at < end; at = buffer.indexOf(MARKER, at + 7)) items++;
@@ -213,7 +244,41 @@ function subscribe() {
         if (complete === states.length) finish(true);
       }
     }
-    if (!state.ready && state.messages >= setupMessages) setUp(state);
+    if (!nats && !state.ready && state.messages >= setupMessages) setUp(state);
+  }
+
+  /** The end of the last complete NATS protocol message in `buffer` (a MSG with its payload);
+   * counts MSGs, answers PINGs, notes PONGs and errors. */
+  function natsEnd(state, buffer, socket) {
+    let at = 0;
+    const length = buffer.length;
+    for (;;) {
+      const eol = buffer.indexOf(CRLF, at);
+      if (eol < 0) break;
+      const b0 = buffer[at];
+      if (b0 === 0x4d /* MSG */) {
+        // MSG <subject> <sid> [reply] <bytes>
+        let size = 0;
+        let scale = 1;
+        for (let k = eol - 1; k > at; k--) {
+          const byte = buffer[k];
+          if (byte < 48 || byte > 57) break;
+          size += (byte - 48) * scale;
+          scale *= 10;
+        }
+        const next = eol + 2 + size + 2;
+        if (next > length) break;
+        state.messages++;
+        at = next;
+        continue;
+      }
+      if (b0 === 0x50 /* PING or PONG */) {
+        if (buffer[at + 1] === 0x49) socket.write(maskedFrame(2, "PONG\r\n"));
+        else state.pongs++;
+      } else if (b0 === 0x2d /* -ERR */) fail(state, buffer.toString("latin1", at, eol));
+      at = eol + 2;
+    }
+    return at;
   }
 
   function setUp(state) {
@@ -244,6 +309,9 @@ function subscribe() {
         last: null,
         failed: false,
         closedByServer: false,
+        payloads: [],
+        proto: null,
+        pongs: 0,
       };
       states.push(state);
       // Every socket reads into the same buffer (no allocation per read): onData copies out
@@ -357,12 +425,19 @@ function subscribe() {
 // The publisher
 
 function publish() {
-  const { server, socket: path, messages, window, bytes = 100, channel = "feed" } = options;
+  const { server, socket: path, port, messages, window, bytes = 100, channel = "feed" } = options;
   const sent = new Float64Array(messages);
   const request =
     server === "diffcast"
       ? (index) => `{"op":"append_items","collection":"${channel}","items":[${itemText(index, bytes)}]}\n`
-      : (index) => {
+      : server === "nats"
+        ? (index) => {
+            // Core NATS answers no PUB: the PING after it is answered once the server has
+            // handled the PUB (routed it to every subscriber's outbound buffer), in order.
+            const body = itemText(index, bytes);
+            return `PUB ${channel} ${body.length}\r\n${body}\r\nPING\r\n`;
+          }
+        : (index) => {
           const body = itemText(index, bytes);
           return (
             `POST /pub/${channel} HTTP/1.1\r\nHost: nchan\r\nContent-Type: application/json\r\n` +
@@ -371,7 +446,11 @@ function publish() {
         };
   const REJECTED = Buffer.from('"ok":false');
   const STATUS = Buffer.from("HTTP/1.1 ");
-  const socket = net.connect({ path });
+  const PONG = Buffer.from("PONG\r\n");
+  const ERROR = Buffer.from("-ERR");
+  const socket = port ? net.connect({ host: "127.0.0.1", port }) : net.connect({ path });
+  socket.setNoDelay(true);
+  let handshaken = server !== "nats";
   let next = 0;
   let acknowledged = 0;
   let rejected = 0;
@@ -381,7 +460,7 @@ function publish() {
   let cpuAtGo = null;
 
   function pump() {
-    if (next >= messages || next - acknowledged >= window) return;
+    if (cpuAtGo === null || next >= messages || next - acknowledged >= window) return;
     const end = Math.min(messages, acknowledged + window);
     let batch = "";
     for (let index = next; index < end; index++) batch += request(index);
@@ -403,6 +482,23 @@ function publish() {
       }
       for (let at = chunk.indexOf(REJECTED); at >= 0; at = chunk.indexOf(REJECTED, at + 1)) rejected++;
       if (lastAt >= 0) lastAnswer = chunk.toString("utf8", chunk.lastIndexOf(10, lastAt - 1) + 1, lastAt);
+    } else if (server === "nats") {
+      // A PONG is an answer; an -ERR a rejection (the INFO line before them is neither).
+      const buffer = tail === null ? chunk : Buffer.concat([tail, chunk]);
+      for (let at = buffer.indexOf(PONG); at >= 0; at = buffer.indexOf(PONG, at + 6)) answers++;
+      for (let at = buffer.indexOf(ERROR); at >= 0; at = buffer.indexOf(ERROR, at + 4)) {
+        rejected++;
+        lastAnswer = buffer.toString("latin1", at, Math.max(at, buffer.indexOf(10, at)));
+      }
+      if (answers > 0) lastAnswer = "PONG";
+      const lastLine = buffer.lastIndexOf(10);
+      tail = buffer.subarray(lastLine + 1).length ? Buffer.from(buffer.subarray(lastLine + 1)) : null;
+      if (!handshaken && answers > 0) {
+        // The PONG of the CONNECT's PING: connected.
+        handshaken = true;
+        answers--;
+        connected();
+      }
     } else {
       // A status line is an answer (Nchan's body, its channel summary, has none): 2xx or not.
       const buffer = tail === null ? chunk : Buffer.concat([tail, chunk]);
@@ -443,6 +539,11 @@ function publish() {
   }
 
   socket.on("connect", () => {
+    if (server === "nats") socket.write('CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n');
+    if (handshaken) connected();
+  });
+
+  function connected() {
     say({ connected: true });
     onStdinLine((line) => {
       if (line === "go") {
@@ -450,7 +551,7 @@ function publish() {
         pump();
       }
     });
-  });
+  }
 }
 
 if (mode === "subscribe") subscribe();
