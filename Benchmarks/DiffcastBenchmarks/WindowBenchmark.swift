@@ -47,16 +47,8 @@ struct WindowBenchmark: ParsableCommand {
     /// A collection of `size` items in 100 sections; `windows` anchor windows of 50 rows spread
     /// over it, each held by subscribers / windows connections.
     private func setUp(size: Int, windowed: Bool) throws -> (ApplyEngine, anchors: [Int]) {
-        let engine = ApplyEngine()
+        let engine = try engineHolding(size: size)
         let perSection = max(1, size / 100)
-        var sections: [String] = []
-        for section in 0..<100 {
-            let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
-            sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
-        }
-        _ = engine.process([
-            try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)
-        ])
         let total = perSection * 100
         let anchors = (0..<windows).map { ($0 * total) / windows + total / (2 * windows) }
         guard windowed else { return (engine, anchors) }
@@ -101,16 +93,8 @@ struct WindowBenchmark: ParsableCommand {
     /// Bytes one subscriber receives: the first event, then the events of `versions` writes spread
     /// evenly over the collection, for a whole subscriber and for a window of 50 rows.
     private func printBytes(size: Int) throws {
-        let engine = ApplyEngine()
+        let engine = try engineHolding(size: size)
         let perSection = max(1, size / 100)
-        var sections: [String] = []
-        for section in 0..<100 {
-            let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
-            sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
-        }
-        _ = engine.process([
-            try job("{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}", 0)
-        ])
         var whole = 0
         var windowed = 0
         for case .subscribed(_, _, _, let event?, _, _) in engine.process([try job("subscribe c", 1, connection: 1)]) {
@@ -141,6 +125,20 @@ struct WindowBenchmark: ParsableCommand {
             String(
                 format: "| window `first 50` | %d | %d | %.5f× |", first.1, windowed, Double(windowed) / Double(whole)))
         emit("")
+    }
+
+    /// An engine holding collection `c`: about `size` items in 100 sections, `i0`, `i1`, … in order.
+    private func engineHolding(size: Int) throws -> ApplyEngine {
+        let engine = ApplyEngine()
+        let perSection = max(1, size / 100)
+        var sections: [String] = []
+        for section in 0..<100 {
+            let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
+            sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
+        }
+        let apply = "{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}"
+        _ = engine.process([try job(apply, 0)])
+        return engine
     }
 
     private func job(_ line: String, _ slot: UInt64, connection: ConnectionID = 1_000_000) throws -> Job {
