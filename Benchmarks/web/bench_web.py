@@ -102,6 +102,16 @@ def wait_connectable(address, deadline=15.0, process=None, log=lambda: ""):
     raise RuntimeError(f"nothing listens on {address}{log()}")
 
 
+def stop_process(process):
+    """SIGTERM, then SIGKILL after 10 s."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def roundtrip(path, data, answers=1):
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(path)
@@ -146,12 +156,7 @@ class Diffcast:
         return tail(os.path.join(self.directory, "diffcastd.log"))
 
     def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 class Nchan:
@@ -229,12 +234,7 @@ class Nchan:
         return 0
 
     def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 class Nats:
@@ -276,12 +276,7 @@ class Nats:
         return tail(self.log)
 
     def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 class Incomplete(RuntimeError):
