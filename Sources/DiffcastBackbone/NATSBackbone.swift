@@ -85,6 +85,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     static let followCheckMilliseconds = 1_000
     /// Checks in a row without progress while behind, before the log is followed anew.
     static let stalledChecksBeforeRepair = 2
+    /// How many messages one repair reads through the stream's leader (about 0.1 ms each on
+    /// loopback); the next check reads on when more are missing.
+    static let maximumReadPerRepair = 20_000
 
     private struct Lease {
         var revision: UInt64
@@ -326,6 +329,10 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
             .data
     }
 
+    public func logEnd() throws -> UInt64 {
+        try client.lastSequence(stream: Self.stream)
+    }
+
     public func stop() {
         renewalTimer?.cancel()
         watchTimer?.cancel()
@@ -351,19 +358,47 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     /// arrives (without records), so that the log's end is reached and the applier says so.
     private func followLog(from first: UInt64) throws -> SubscriptionHandle {
         try client.follow("diffcast.log.>", from: first) { [weak self] message in
-            guard let self else { return }
-            let token = message.subject.split(separator: ".", maxSplits: 2).dropFirst(2).first
-            let collection = token.flatMap(SubjectToken.decode)
-            let records = LogRecord.records(inPayload: message.data) ?? []
-            let fresh = inbox.withLock { inbox in
-                guard message.sequence > inbox.lastSequence else { return false }
-                inbox.lastSequence = message.sequence
-                inbox.arrivals.log.append(
-                    LogMessage(sequence: message.sequence, collection: collection, records: records))
-                return true
-            }
-            if fresh { arrived() }
+            self?.receive(message)
         }
+    }
+
+    /// Takes a log message into the inbox, followed or read through the leader alike; one at or
+    /// below the last that arrived is dropped.
+    private func receive(_ message: NATSClient.StreamMessage) {
+        let token = message.subject.split(separator: ".", maxSplits: 2).dropFirst(2).first
+        let collection = token.flatMap(SubjectToken.decode)
+        let records = LogRecord.records(inPayload: message.data) ?? []
+        let fresh = inbox.withLock { inbox in
+            guard message.sequence > inbox.lastSequence else { return false }
+            inbox.lastSequence = message.sequence
+            inbox.arrivals.log.append(LogMessage(sequence: message.sequence, collection: collection, records: records))
+            return true
+        }
+        if fresh { arrived() }
+    }
+
+    /// Reads the log's messages after `arrived` through `end` (at most `maximumReadPerRepair`)
+    /// one by one from the stream's leader, as a stalled follower's repair: a consumer recreated
+    /// on a peer that lags (nats-server 2.9.10 places it on any peer) delivers nothing for as
+    /// long as that peer lags, while the leader always has them. Returns how many arrived.
+    private func readThroughLeader(after arrived: UInt64, through end: UInt64) -> Int {
+        var count = 0
+        var sequence = arrived + 1
+        while sequence <= end, count < Self.maximumReadPerRepair {
+            do {
+                if let message = try client.message(stream: Self.stream, sequence: sequence) {
+                    receive(message)
+                    count += 1
+                }
+            } catch {
+                logger.warning(
+                    "shared log: reading it through the stream leader stopped",
+                    metadata: ["sequence": "\(sequence)", "error": "\(error)"])
+                break
+            }
+            sequence += 1
+        }
+        return count
     }
 
     private func arrive(_ batch: ForwardedBatch) {
@@ -405,7 +440,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     /// server died can stay silent for a long time (libnats 3.4.1 notices only after missed
     /// heartbeats, and nats-server 2.9.10 may recreate it on the dead server), while the daemon
     /// serves stale collections: when the stream is ahead and nothing arrived for
-    /// `stalledChecksBeforeRepair` checks, the log is followed anew from the next sequence.
+    /// `stalledChecksBeforeRepair` checks, the missing messages are read through the stream's
+    /// leader and the log is followed anew from the next sequence.
     private func checkFollowing() {
         guard let end = try? client.lastSequence(stream: Self.stream) else { return }
         let arrived = inbox.withLock { $0.lastSequence }
@@ -422,8 +458,14 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         logger.warning(
             "shared log: nothing arrived while the stream is ahead; following it anew",
             metadata: ["arrived": "\(arrived)", "stream_end": "\(end)"])
+        let read = readThroughLeader(after: arrived, through: end)
+        if read > 0 {
+            logger.warning(
+                "shared log: read messages through the stream leader",
+                metadata: ["count": "\(read)", "from": "\(arrived + 1)"])
+        }
         do {
-            let replacement = try followLog(from: arrived + 1)
+            let replacement = try followLog(from: inbox.withLock { $0.lastSequence } + 1)
             if let stale = watch.subscription { client.stopFollowing(stale) }
             watch.subscription = replacement
         } catch {

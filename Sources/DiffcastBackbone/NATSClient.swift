@@ -180,6 +180,21 @@ final class NATSClient: @unchecked Sendable {
         return (natsMsg_GetSequence(message), Self.data(of: message))
     }
 
+    /// The stream's message at `sequence`, read through the stream's leader; nil when there is
+    /// none (it was cut from the stream, or never stored).
+    func message(stream: String, sequence: UInt64) throws -> StreamMessage? {
+        var message: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_GetMsg(&message, jetStream, stream, sequence, nil, &code)
+        if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else {
+            throw NATSError("message \(sequence) of \(stream)", status, code: code)
+        }
+        defer { natsMsg_Destroy(message) }
+        let subject = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
+        return StreamMessage(sequence: natsMsg_GetSequence(message), subject: subject, data: Self.data(of: message))
+    }
+
     /// The last message of every subject of a stream matching `subject`.
     func lastMessagePerSubject(stream: String, subject: String) throws -> [[UInt8]] {
         guard try lastSequence(stream: stream) > 0 else { return [] }

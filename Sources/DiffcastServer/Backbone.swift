@@ -40,6 +40,8 @@ public protocol Backbone: AnyObject, Sendable {
     /// The collection's latest snapshot; nil when it has none. Throws when the store could not
     /// be asked (the caller tries again later rather than taking "none" for an answer).
     func loadSnapshot(of collection: String) throws -> [UInt8]?
+    /// The log's last sequence now, asked of the log itself: no snapshot can name a later one.
+    func logEnd() throws -> UInt64
     /// Stops following, releases every lease, and closes.
     func stop()
 }

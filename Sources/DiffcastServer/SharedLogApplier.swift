@@ -55,13 +55,24 @@ final class SharedLogApplier {
                 logger.error("a shared-log snapshot does not decode or its digest does not match; skipped")
                 continue
             }
-            adopt(snapshot)
+            adopt(snapshot, logEnd: start.logEnd)
         }
         waitForLog(through: start.logEnd, timeoutMilliseconds: Int.max)
         return outcomes.swapAndClear()
     }
 
-    private func adopt(_ snapshot: SharedLogSnapshot) {
+    /// Takes a snapshot in place of the log before it. One that names a log message past the
+    /// log's end (`logEnd`) is refused: it would make every later message up to that sequence
+    /// look applied already, and the collection would stand still here.
+    private func adopt(_ snapshot: SharedLogSnapshot, logEnd: UInt64) {
+        guard snapshot.logSequence <= logEnd else {
+            logSkipped += 1
+            return logger.error(
+                "a shared-log snapshot names a log message past the log's end; skipped",
+                metadata: [
+                    "collection": "\(snapshot.name)", "log": "\(snapshot.logSequence)", "log_end": "\(logEnd)",
+                ])
+        }
         do {
             outcomes += try engine.adopt(snapshot)
             logPosition[snapshot.name] = max(logPosition[snapshot.name] ?? 0, snapshot.logSequence)
@@ -174,8 +185,10 @@ final class SharedLogApplier {
     /// adopted) or without.
     private func recoverFromSnapshot(of name: String) -> Bool {
         let bytes: [UInt8]?
+        let logEnd: UInt64
         do {
             bytes = try backbone.loadSnapshot(of: name)
+            logEnd = try backbone.logEnd()
         } catch {
             logger.warning(
                 "shared log: cannot read a snapshot now; the log waits",
@@ -188,7 +201,7 @@ final class SharedLogApplier {
                 metadata: ["collection": "\(name)"])
             return true
         }
-        adopt(snapshot)
+        adopt(snapshot, logEnd: logEnd)
         return true
     }
 
@@ -313,6 +326,14 @@ final class SharedLogApplier {
             refuse(jobs, because: reason)
         case .answered(let sequence, let responses):
             waitForLog(through: sequence, timeoutMilliseconds: Self.logWaitMilliseconds)
+            let logHoldsTheAnswer = appliedThrough >= sequence
+            if !logHoldsTheAnswer, let end = try? backbone.logEnd(), sequence > end {
+                logger.error(
+                    "a forwarded batch's answer names a log message past the log's end; refused",
+                    metadata: ["collection": "\(name)", "sequence": "\(sequence)", "log_end": "\(end)"])
+                return refuse(
+                    jobs, because: "the owner's answer cannot be trusted; the write may or may not be applied")
+            }
             var answers = responses.makeIterator()
             for job in jobs {
                 guard case .request(let request, let address) = job else {
@@ -323,8 +344,12 @@ final class SharedLogApplier {
                 if case .subscribe = request.command, Self.isSuccess(response) {
                     subscribeAfterForwarding(job, to: name)
                 } else if case .write = request.command, let version = Self.acknowledgedVersion(response) {
-                    outcomes.append(
-                        .acknowledged(address, SharedBytes(response), VersionMark(collection: name, version: version)))
+                    // Once the log through the answer is applied here, its version has been
+                    // published here too: the answer waits for nothing later (a version past
+                    // what the log holds would hold this connection's answers back for good).
+                    let held = engine.position(of: name)?.version ?? 0
+                    let mark = VersionMark(collection: name, version: logHoldsTheAnswer ? min(version, held) : version)
+                    outcomes.append(.acknowledged(address, SharedBytes(response), mark))
                 } else {
                     outcomes.append(.response(address, SharedBytes(response)))
                 }

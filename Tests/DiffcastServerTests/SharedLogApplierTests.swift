@@ -102,6 +102,60 @@ import Testing
         #expect(Digest(of: held.snapshot) == Digest(of: truth.snapshot))
     }
 
+    /// A snapshot is as open to forgery as the log: one naming a log message far past the log's
+    /// end made a daemon that adopted it take every later message up to there as applied, so
+    /// the collection stood still on it for good. It is skipped, and the log replayed instead.
+    @Test func aSnapshotNamingALogMessagePastTheEndIsSkipped() throws {
+        let cluster = MemoryCluster()
+        let a = cluster.join("a")
+        let writes = (0..<6).map { step in
+            step == 0
+                ? #"{"op":"append_sections","collection":"c","sections":[{"id":"s","items":[]}]}"#
+                : #"{"op":"append_items","collection":"c","items":["i\#(step)"]}"#
+        }
+        for (slot, line) in writes.prefix(3).enumerated() {
+            #expect(try a.answer(line, slot: UInt64(slot)).hasPrefix(#"{"ok":true"#))
+        }
+        cluster.snapshots["c"] = try #require(a.engine.snapshotForSharedLog(of: "c", logSequence: 1 << 40))
+        let late = cluster.join("late")
+        for (slot, line) in writes.enumerated().dropFirst(3) {
+            #expect(try a.answer(line, slot: UInt64(slot)).hasPrefix(#"{"ok":true"#))
+        }
+        _ = late.applier.run([])
+        let held = try #require(late.engine.checkpointEntries().first)
+        let truth = try #require(a.engine.checkpointEntries().first)
+        #expect(held.version == truth.version && held.version == 6)
+        #expect(Digest(of: held.snapshot) == Digest(of: truth.snapshot))
+        let statistics = try late.applier.run([job(#"{"op":"stats"}"#, slot: 99)]).compactMap { outcome in
+            if case .statistics(_, _, let statistics) = outcome { statistics.backbone } else { nil }
+        }
+        #expect(statistics.map(\.logSkipped) == [1])
+    }
+
+    /// An answer to a forwarded write comes back on a NATS inbox anyone with rights may publish
+    /// to. One naming a version the log does not hold used to hold the connection's later
+    /// answers back for good; one naming a log message past the log's end is refused.
+    @Test func aForwardedAnswerBeyondTheLogHoldsNothingBack() throws {
+        let cluster = MemoryCluster()
+        let a = cluster.join("a")
+        let b = cluster.join("b")
+        let create = #"{"op":"append_sections","collection":"c","sections":[{"id":"s","items":[]}]}"#
+        #expect(try a.answer(create, slot: 0).hasPrefix(#"{"ok":true"#))
+        cluster.forgeAnswers = { result in
+            guard case .answered(let sequence, _) = result else { return result }
+            return .answered(sequence: sequence, responses: [Array(#"{"ok":true,"version":1099511627776}"#.utf8)])
+        }
+        let write = #"{"op":"append_items","collection":"c","items":["x"]}"#
+        let marks = try b.applier.run([job(write, slot: 1)]).compactMap { outcome in
+            if case .acknowledged(_, _, let mark) = outcome { mark } else { nil }
+        }
+        #expect(marks == [VersionMark(collection: "c", version: 2)])
+        cluster.forgeAnswers = { _ in .answered(sequence: 1 << 40, responses: [Array(#"{"ok":true,"version":3}"#.utf8)])
+        }
+        let refused = try b.applier.run([job(write, slot: 2)])
+        #expect(try answerIn(refused, slot: 2).contains(#""code":"unavailable""#))
+    }
+
     /// Anyone who may publish on the log's subjects can put anything there. A message that
     /// cannot be applied is skipped by every daemon alike, also by one that joins later and
     /// replays it (a batch at version 0 used to trap every follower, at every restart), and the
@@ -277,6 +331,9 @@ final class MemoryCluster {
     var leases: [String: String] = [:]
     var snapshots: [String: [UInt8]] = [:]
     var daemons: [String: ModelDaemon] = [:]
+    /// Replaces each forwarded batch's answer on its way back (someone else answering the
+    /// request's inbox).
+    var forgeAnswers: ((ForwardResult) -> ForwardResult)?
 
     init(snapshotEvery: Int = 1000) {
         self.snapshotEvery = snapshotEvery
@@ -375,6 +432,11 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
     func forward(
         _ lines: [[UInt8]], of collection: String, ownerHint: String?, serving: () -> Void
     ) -> ForwardResult {
+        let result = forwardToOwner(lines, of: collection, ownerHint: ownerHint)
+        return cluster.forgeAnswers.map { $0(result) } ?? result
+    }
+
+    private func forwardToOwner(_ lines: [[UInt8]], of collection: String, ownerHint: String?) -> ForwardResult {
         var hint = ownerHint
         for _ in 0..<4 {
             let target =
@@ -400,6 +462,8 @@ final class MemoryBackbone: Backbone, @unchecked Sendable {
     }
 
     func loadSnapshot(of collection: String) throws -> [UInt8]? { cluster.snapshots[collection] }
+
+    func logEnd() throws -> UInt64 { cluster.nextSequence - 1 }
 
     func stop() {}
 }

@@ -336,6 +336,11 @@ public final class FakeBackbone: Backbone, @unchecked Sendable {
 
     public func loadSnapshot(of collection: String) -> [UInt8]? { snapshot }
 
+    /// What `logEnd` answers: a snapshot naming a later message is refused.
+    public var logEndSequence: UInt64 = 1 << 32
+
+    public func logEnd() -> UInt64 { logEndSequence }
+
     public func stop() {}
 }
 

@@ -29,7 +29,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let oracle = EventOracle(engine: engine)
 
     let joining = parts.filter { $0.first == UInt8(ascii: "J") }.map { Array($0.dropFirst()) }
-    oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: 0)))
+    oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: backbone.logEndSequence)))
     var sequence: UInt64 = 0
     for part in parts {
         switch part.first {

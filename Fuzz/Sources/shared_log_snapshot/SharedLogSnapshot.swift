@@ -24,7 +24,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let oracle = EventOracle(engine: engine)
 
     let atJoin = parts.count > 1 ? parts.count / 2 : parts.count
-    oracle.check(applier.join(BackboneStart(snapshots: Array(parts.prefix(atJoin)), logEnd: 0)))
+    oracle.check(applier.join(BackboneStart(snapshots: Array(parts.prefix(atJoin)), logEnd: backbone.logEndSequence)))
     var sequence: UInt64 = 100
     for part in parts.dropFirst(atJoin) {
         sequence += 1
