@@ -29,8 +29,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let oracle = EventOracle(engine: engine)
 
     let joining = parts.filter { $0.first == UInt8(ascii: "J") }.map { Array($0.dropFirst()) }
-    oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: backbone.logEndSequence)))
-    var sequence: UInt64 = 0
+    // The log ends where the last snapshot says (a snapshot past 1000 is refused as past the end).
+    let logEnd = min(joining.compactMap { SharedLogSnapshot(decoding: $0)?.logSequence }.max() ?? 0, 1000)
+    backbone.nextSequence = logEnd
+    oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: logEnd)))
+    var sequence = logEnd
     for part in parts {
         switch part.first {
         case UInt8(ascii: "J"):
