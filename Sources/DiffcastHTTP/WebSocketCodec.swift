@@ -81,6 +81,12 @@ public final class WebSocketCodec {
         return received
     }
 
+    /// Whether a message may still be sent: not once the closing handshake began.
+    public var maySend: Bool {
+        guard let context else { return false }
+        return wslay_event_get_close_sent(context) == 0
+    }
+
     /// One text frame holding `line` (its final newline left out); empty once the connection is
     /// closing.
     public func frame(_ line: UnsafeRawBufferPointer) -> [UInt8] {

@@ -116,16 +116,13 @@ final class Connection {
         enqueue(SharedBytes(bytes))
     }
 
-    /// Queues an event line, framed for the transport (the line's bytes are shared, not
-    /// copied, except into WebSocket frames).
-    func enqueue(event: SharedBytes) {
+    /// Queues an event, framed for the transport (the framed bytes are shared by every
+    /// subscriber the event goes to).
+    func enqueue(event: FramedEvent) {
         switch transport {
-        case .lines, .http: enqueue(event)
-        case .eventStream:
-            enqueue(event.withUnsafeBytes(ServerSentEvents.prefix))
-            enqueue(event)
-            enqueue(Self.newline)
-        case .webSocket(let codec): enqueue(event.withUnsafeBytes(codec.frame))
+        case .lines, .http: enqueue(event.line)
+        case .eventStream: enqueue(event.asServerSentEvent)
+        case .webSocket(let codec): if codec.maySend { enqueue(event.asWebSocketFrame) }
         }
     }
 

@@ -62,7 +62,8 @@ extension Server {
             connection.subscriptions[name] = subscription
             connection.releaseAnswers()
         case .dropped(let name):
-            let event = SharedBytes(WireEncoder.droppedEvent(collection: name))
+            let event = FramedEvent(
+                SharedBytes(WireEncoder.droppedEvent(collection: name)), webSocketFramer: webSocketFramer)
             let windowed = windowSubscribers.removeValue(forKey: name)?.values.flatMap { $0 } ?? []
             for id in (subscribers.removeValue(forKey: name) ?? []).union(windowed) {
                 guard let connection = connections[id] else { continue }
@@ -149,15 +150,20 @@ extension Server {
     func respond(_ address: ResponseAddress, _ bytes: SharedBytes, after mark: VersionMark? = nil) {
         guard let connection = connections[address.connection] else { return }
         connection.answer(slot: address.slot, bytes, after: mark)
-        dirty.insert(connection.id)
+        answered.insert(connection.id)
     }
 
     func queue(_ event: SharedBytes, to connection: Connection) {
-        guard event.count > 0 else { return }
+        queue(FramedEvent(event, webSocketFramer: webSocketFramer), to: connection)
+    }
+
+    /// Queues an event whose framed bytes other subscribers may share.
+    func queue(_ event: FramedEvent, to connection: Connection) {
+        guard event.line.count > 0 else { return }
         counters.eventsQueued += 1
-        counters.bytesQueued += UInt64(event.count)
+        counters.bytesQueued += UInt64(event.line.count)
         metrics?.eventsQueued.increment()
-        metrics?.bytesQueued.increment(by: Int64(event.count))
+        metrics?.bytesQueued.increment(by: Int64(event.line.count))
         connection.enqueue(event: event)
         dirty.insert(connection.id)
     }
@@ -166,6 +172,7 @@ extension Server {
     /// unsent-bytes limit is skipped and caught up once it drains (or disconnected, by policy).
     func fanOut(collection name: String, from: UInt64, to: UInt64, event: SharedBytes) {
         guard let ids = subscribers[name] else { return }
+        let event = FramedEvent(event, webSocketFramer: webSocketFramer)
         for id in ids {
             guard let connection = connections[id], let subscription = connection.subscriptions[name],
                 !subscription.isLagging
@@ -220,7 +227,7 @@ extension Server {
     /// unsent-bytes limit is caught up later, as for whole subscribers.
     func fanOut(collection name: String, to version: UInt64, _ delivery: WindowDelivery) {
         guard let members = windowSubscribers[name]?[delivery.group] else { return }
-        var made: (from: UInt64, bytes: SharedBytes)?
+        var made: (from: UInt64, event: FramedEvent)?
         for id in members {
             guard let connection = connections[id], let subscription = connection.subscriptions[name],
                 let window = subscription.window, window.group == delivery.group, !subscription.isLagging
@@ -230,9 +237,10 @@ extension Server {
                 continue
             }
             if made?.from != window.eventVersion {
-                made = (window.eventVersion, SharedBytes(delivery.event.bytes(from: window.eventVersion)))
+                let line = SharedBytes(delivery.event.bytes(from: window.eventVersion))
+                made = (window.eventVersion, FramedEvent(line, webSocketFramer: webSocketFramer))
             }
-            if let made { queue(made.bytes, to: connection) }
+            if let made { queue(made.event, to: connection) }
             connection.subscriptions[name]?.window = WindowedView(
                 group: delivery.group, eventVersion: version, range: delivery.range)
             connection.releaseAnswers()

@@ -10,18 +10,24 @@ import Logging
 extension Server {
     // MARK: - Writing
 
+    /// Writes what every dirty connection queued, answered connections first.
     func flushDirty() {
         repeat {
-            for id in dirty {
-                guard let connection = connections[id] else { continue }
-                startWrite(connection)
-                resumeReadingIfDrained(connection)
-                finishIfDone(connection)
-            }
+            for id in answered { flush(id) }
+            dirty.subtract(answered)
+            answered.removeAll(keepingCapacity: true)
+            for id in dirty { flush(id) }
             dirty.removeAll(keepingCapacity: true)
             // Connections that drained may have asked for catch-ups.
             submitPendingJobs()
-        } while !dirty.isEmpty
+        } while !dirty.isEmpty || !answered.isEmpty
+    }
+
+    private func flush(_ id: ConnectionID) {
+        guard let connection = connections[id] else { return }
+        startWrite(connection)
+        resumeReadingIfDrained(connection)
+        finishIfDone(connection)
     }
 
     /// Writes everything queued, unless a write is already in flight (its completion starts

@@ -1,5 +1,6 @@
 import CLibUV
 import DiffcastCore
+import DiffcastHTTP
 import DiffcastWire
 import Glibc
 import Logging
@@ -25,7 +26,13 @@ public final class Server {
     var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
+    /// Connections with something queued to write. Those that were answered are written first
+    /// (`flushDirty`): a writer waiting for its answer goes on while the loop writes the events
+    /// of its write to the subscribers.
     var dirty: Set<ConnectionID> = []
+    var answered: Set<ConnectionID> = []
+    /// Frames the WebSocket text frames that events go out in (`FramedEvent`).
+    let webSocketFramer = WebSocketCodec(maximumMessageBytes: 1)
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
     let readBuffer: UnsafeMutableRawBufferPointer

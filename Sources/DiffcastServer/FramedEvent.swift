@@ -1,0 +1,39 @@
+import DiffcastHTTP
+
+/// One event line and the bytes each transport sends it as, built the first time a subscriber
+/// of that transport needs them and then shared: a fan-out to a thousand Server-Sent Events or
+/// WebSocket subscribers frames the event once, not once per subscriber, and each subscriber's
+/// write takes one buffer. Used on the loop thread only.
+final class FramedEvent {
+    let line: SharedBytes
+    /// Frames for every connection alike: a server's text frame depends on nothing of the
+    /// connection (it is not masked, and no extension is negotiated).
+    private let webSocketFramer: WebSocketCodec
+    private var serverSentEvent: SharedBytes?
+    private var webSocketFrame: SharedBytes?
+
+    init(_ line: SharedBytes, webSocketFramer: WebSocketCodec) {
+        self.line = line
+        self.webSocketFramer = webSocketFramer
+    }
+
+    /// `id:`, `event:` and `data:` lines, then the blank line that ends the event.
+    var asServerSentEvent: SharedBytes {
+        if let serverSentEvent { return serverSentEvent }
+        var bytes = line.withUnsafeBytes(ServerSentEvents.prefix)
+        bytes.reserveCapacity(bytes.count + line.count + 1)
+        bytes += line.bytes
+        bytes.append(UInt8(ascii: "\n"))
+        let framed = SharedBytes(bytes)
+        serverSentEvent = framed
+        return framed
+    }
+
+    /// One text frame holding the line, its newline left out.
+    var asWebSocketFrame: SharedBytes {
+        if let webSocketFrame { return webSocketFrame }
+        let framed = SharedBytes(line.withUnsafeBytes(webSocketFramer.frame))
+        webSocketFrame = framed
+        return framed
+    }
+}

@@ -1,0 +1,35 @@
+import DiffcastHTTP
+import Testing
+
+@testable import DiffcastServer
+
+/// A fan-out frames an event once per transport and shares the frame: the frames are checked
+/// against RFC 6455 and the SSE format written out by hand, and built only once.
+@Suite struct FramedEventTests {
+    let line =
+        Array(#"{"event":"changeset","collection":"feed","epoch":"1bd960a5088193f7","version":42,"#.utf8)
+        + Array(repeating: UInt8(ascii: "x"), count: 200) + Array("}\n".utf8)
+
+    @Test func everyTransportGetsItsFrameBuiltOnce() {
+        let event = FramedEvent(SharedBytes(line), webSocketFramer: WebSocketCodec(maximumMessageBytes: 1))
+        let body = Array(line.dropLast())
+        // A server's text frame: FIN and opcode 1, then a 16-bit length (126..65535), no mask.
+        let frame = [0x81, 126, UInt8(body.count >> 8), UInt8(body.count & 0xff)] + body
+        #expect(event.asWebSocketFrame.bytes == frame)
+        #expect(event.asWebSocketFrame === event.asWebSocketFrame)
+        let sse = Array("id: 1bd960a5088193f7:42\nevent: changeset\ndata: ".utf8) + line + [UInt8(ascii: "\n")]
+        #expect(event.asServerSentEvent.bytes == sse)
+        #expect(event.asServerSentEvent === event.asServerSentEvent)
+        #expect(event.line.bytes == line)
+    }
+
+    @Test func aClosingWebSocketMaySendNothingMore() {
+        let codec = WebSocketCodec(maximumMessageBytes: 100)
+        #expect(codec.maySend)
+        // A masked close frame from the client (code 1000): the codec answers it and closes.
+        let close: [UInt8] = [0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8]
+        let received = close.withUnsafeBytes { codec.feed($0) }
+        #expect(received.isFinished && !received.reply.isEmpty)
+        #expect(!codec.maySend)
+    }
+}
