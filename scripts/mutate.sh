@@ -58,7 +58,7 @@ poison-log-message-applied|Sources/DiffcastServer/SharedLogApplier.swift|       
 skipped-log-message-keeps-position|Sources/DiffcastServer/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
 forged-snapshot-adopted|Sources/DiffcastServer/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
 forwarded-answer-holds-back|Sources/DiffcastServer/SharedLogApplier.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
-forwarded-answer-past-log-end|Sources/DiffcastServer/SharedLogApplier.swift|            if !logHoldsTheAnswer, let end = try? backbone.logEnd(), sequence > end {|            if Bool(false), let end = try? backbone.logEnd(), sequence > end {|SharedLogApplierTests
+forwarded-answer-past-log-end|Sources/DiffcastServer/SharedLogApplier.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
 state-directory-unlocked|Sources/DiffcastServer/Persistence/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastServer/Persistence/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
 EOF

@@ -45,6 +45,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     private var watch = FollowWatch()
     private let watchQueue = DispatchQueue(label: "diffcast.backbone.follow")
     private let behind = Atomic<UInt64>(0)
+    /// Set by `stop`: the watch reads nothing more.
+    private let stopping = Atomic<Bool>(false)
     private let arrivalSignal = DispatchSemaphore(value: 0)
     /// Set once by `start`. The closure sits in a box: read out of a generic lock by `inout`, a
     /// bare closure gained two reabstraction thunks per read, and a follower's stack grew with
@@ -85,9 +87,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     static let followCheckMilliseconds = 1_000
     /// Checks in a row without progress while behind, before the log is followed anew.
     static let stalledChecksBeforeRepair = 2
-    /// How many messages one repair reads through the stream's leader (about 0.1 ms each on
+    /// How long one repair reads through the stream's leader (about 0.1 ms a message on
     /// loopback); the next check reads on when more are missing.
-    static let maximumReadPerRepair = 20_000
+    static let repairMilliseconds = 2_000
 
     private struct Lease {
         var revision: UInt64
@@ -334,8 +336,11 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     }
 
     public func stop() {
+        stopping.store(true, ordering: .relaxed)
         renewalTimer?.cancel()
         watchTimer?.cancel()
+        // A check under way (a repair may take `repairMilliseconds`) ends before the client closes.
+        watchQueue.sync {}
         let held = leases.withLock { leases in
             defer { leases = [:] }
             return leases
@@ -377,26 +382,33 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         if fresh { arrived() }
     }
 
-    /// Reads the log's messages after `arrived` through `end` (at most `maximumReadPerRepair`)
-    /// one by one from the stream's leader, as a stalled follower's repair: a consumer recreated
-    /// on a peer that lags (nats-server 2.9.10 places it on any peer) delivers nothing for as
-    /// long as that peer lags, while the leader always has them. Returns how many arrived.
-    private func readThroughLeader(after arrived: UInt64, through end: UInt64) -> Int {
+    /// Reads the log's messages after the last that arrived through `end`, one sequence at a
+    /// time from the stream's leader, for at most `repairMilliseconds`: a stalled follower's
+    /// repair. A consumer recreated on a peer that lags (nats-server 2.9.10 places it on any
+    /// peer) delivers nothing for as long as that peer lags, while the leader has every message.
+    /// Sequences cut from the stream (before `first`, or purged behind a snapshot) cost one
+    /// request each and bring nothing. Returns how many messages arrived this way.
+    private func readThroughLeader(first: UInt64, through end: UInt64) -> Int {
+        let deadline = ContinuousClock.now + .milliseconds(Self.repairMilliseconds)
         var count = 0
-        var sequence = arrived + 1
-        while sequence <= end, count < Self.maximumReadPerRepair {
+        while !stopping.load(ordering: .relaxed), ContinuousClock.now < deadline {
+            // The follower may have moved on meanwhile: never ask twice for what arrived.
+            let sequence = max(first, inbox.withLock { $0.lastSequence } + 1)
+            guard sequence <= end else { break }
             do {
-                if let message = try client.message(stream: Self.stream, sequence: sequence) {
-                    receive(message)
-                    count += 1
+                guard let message = try client.message(stream: Self.stream, sequence: sequence) else {
+                    // Cut from the stream: nothing will arrive for it.
+                    inbox.withLock { $0.lastSequence = max($0.lastSequence, sequence) }
+                    continue
                 }
+                receive(message)
+                count += 1
             } catch {
                 logger.warning(
                     "shared log: reading it through the stream leader stopped",
                     metadata: ["sequence": "\(sequence)", "error": "\(error)"])
                 break
             }
-            sequence += 1
         }
         return count
     }
@@ -441,31 +453,35 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
     /// heartbeats, and nats-server 2.9.10 may recreate it on the dead server), while the daemon
     /// serves stale collections: when the stream is ahead and nothing arrived for
     /// `stalledChecksBeforeRepair` checks, the missing messages are read through the stream's
-    /// leader and the log is followed anew from the next sequence.
+    /// leader, and once they are all here the log is followed anew from the next sequence.
     private func checkFollowing() {
-        guard let end = try? client.lastSequence(stream: Self.stream) else { return }
+        guard !stopping.load(ordering: .relaxed), let stream = try? client.sequences(stream: Self.stream) else {
+            return
+        }
         let arrived = inbox.withLock { $0.lastSequence }
-        let lag = end > arrived ? end - arrived : 0
-        behind.store(lag, ordering: .relaxed)
-        if lag > 0, arrived == watch.lastSequence {
+        behind.store(stream.last > arrived ? stream.last - arrived : 0, ordering: .relaxed)
+        if stream.last > arrived, arrived == watch.lastSequence {
             watch.stalledChecks += 1
         } else {
             watch.stalledChecks = 0
         }
         watch.lastSequence = arrived
         guard watch.stalledChecks >= Self.stalledChecksBeforeRepair else { return }
-        watch.stalledChecks = 0
         logger.warning(
-            "shared log: nothing arrived while the stream is ahead; following it anew",
-            metadata: ["arrived": "\(arrived)", "stream_end": "\(end)"])
-        let read = readThroughLeader(after: arrived, through: end)
-        if read > 0 {
-            logger.warning(
-                "shared log: read messages through the stream leader",
-                metadata: ["count": "\(read)", "from": "\(arrived + 1)"])
-        }
+            "shared log: nothing arrived while the stream is ahead; reading it through the leader",
+            metadata: ["arrived": "\(arrived)", "stream_end": "\(stream.last)"])
+        let read = readThroughLeader(first: stream.first, through: stream.last)
+        let reached = inbox.withLock { $0.lastSequence }
+        behind.store(stream.last > reached ? stream.last - reached : 0, ordering: .relaxed)
+        watch.lastSequence = reached
+        // Out of time before the end: read on at the next check unless the follower moves.
+        watch.stalledChecks = reached < stream.last && read > 0 ? Self.stalledChecksBeforeRepair - 1 : 0
+        logger.warning(
+            "shared log: read through the stream leader",
+            metadata: ["messages": "\(read)", "from": "\(arrived + 1)", "reached": "\(reached)"])
+        guard reached >= stream.last || read == 0, !stopping.load(ordering: .relaxed) else { return }
         do {
-            let replacement = try followLog(from: inbox.withLock { $0.lastSequence } + 1)
+            let replacement = try followLog(from: reached + 1)
             if let stale = watch.subscription { client.stopFollowing(stale) }
             watch.subscription = replacement
         } catch {

@@ -240,12 +240,18 @@ final class NATSClient: @unchecked Sendable {
 
     /// The stream's last sequence over all its subjects.
     func lastSequence(stream: String) throws -> UInt64 {
+        try sequences(stream: stream).last
+    }
+
+    /// The stream's first and last sequence over all its subjects (messages before the first
+    /// were cut).
+    func sequences(stream: String) throws -> (first: UInt64, last: UInt64) {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(0)
         let status = js_GetStreamInfo(&info, jetStream, stream, nil, &code)
         guard status == NATS_OK, let info else { throw NATSError("stream \(stream)", status, code: code) }
         defer { jsStreamInfo_Destroy(info) }
-        return info.pointee.State.LastSeq
+        return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq)
     }
 
     /// Reads every message of `subject` (wildcards allowed) in stream order from stream

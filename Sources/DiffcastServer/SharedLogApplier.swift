@@ -327,7 +327,9 @@ final class SharedLogApplier {
         case .answered(let sequence, let responses):
             waitForLog(through: sequence, timeoutMilliseconds: Self.logWaitMilliseconds)
             let logHoldsTheAnswer = appliedThrough >= sequence
-            if !logHoldsTheAnswer, let end = try? backbone.logEnd(), sequence > end {
+            // A log whose end cannot be read cannot vouch for the answer either.
+            let end = logHoldsTheAnswer ? sequence : (try? backbone.logEnd()) ?? 0
+            if sequence > end {
                 logger.error(
                     "a forwarded batch's answer names a log message past the log's end; refused",
                     metadata: ["collection": "\(name)", "sequence": "\(sequence)", "log_end": "\(end)"])
