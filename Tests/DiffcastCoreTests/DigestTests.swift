@@ -2,42 +2,10 @@ import DiffcastCore
 import DiffcastTestSupport
 import Testing
 
-/// The contract-2 digest against values computed by ../shared/conformance/model.py's `digest()`
-/// (not by this project), and the composition law that lets it be kept per chunk.
+/// The contract-2 digest: identifiers compared as they are, and the composition law that lets
+/// it be kept per chunk. Its values against ../shared/conformance/model.py's `digest()` are
+/// checked in DiffcastWireTests' `GoldenVectorTests` (Tests/Vectors/golden.json).
 @Suite struct DigestTests {
-    private static func snapshot(_ sections: [(String, String?, [(String, String?)])]) -> Snapshot {
-        Snapshot(
-            uncheckedSections: sections.map { section in
-                Section(
-                    id: Identifier(section.0), data: section.1.map { JSONText(canonical: $0) },
-                    items: section.2.map { Item(id: Identifier($0.0), data: $0.1.map { JSONText(canonical: $0) }) })
-            })
-    }
-
-    /// name, state, and model.py's digest of it.
-    static let golden: [(String, [(String, String?, [(String, String?)])], String)] = [
-        ("empty", [], "0000000000000000"),
-        ("one empty section", [("s", nil, [])], "0d06942505776bf8"),
-        ("a section with data", [("s", #"{"title":"News"}"#, [])], "167a198804d646e3"),
-        ("items without data", [("s", nil, [("a", nil), ("b", nil)])], "1ae354cda546efbc"),
-        ("items with data", [("s", nil, [("a", #"{"likes":5}"#), ("b", nil)])], "1ec6a85a4fdcadd2"),
-        ("the same with one data change", [("s", nil, [("a", #"{"likes":6}"#), ("b", nil)])], "10197177aee5d9a8"),
-        ("NFD e + U+0301", [("s", nil, [("e\u{301}", nil)])], "055e0a56333ad0c8"),
-        ("NFC U+00E9", [("s", nil, [("\u{e9}", nil)])], "16f374f2eb67b5e5"),
-        ("two sections without items", [("s1", nil, []), ("s2", nil, [])], "0abae6dc6ea86efd"),
-        ("order swapped", [("s", nil, [("b", nil), ("a", #"{"likes":5}"#)])], "14ea22b0db6da3ec"),
-        ("numbers and strings", [("s", "1.0", [("7", #""x""#), ("0", #"[1,"é",null,true]"#)])], "0581420c37ee1c42"),
-    ]
-
-    @Test(arguments: 0..<golden.count)
-    func theDigestIsModelPysDigest(index: Int) {
-        let (name, sections, expected) = Self.golden[index]
-        let snapshot = Self.snapshot(sections)
-        #expect(Digest(of: snapshot).description == expected, "\(name)")
-        #expect(ReferenceDigest.of(plain(snapshot)) == expected, "the tests' reference digest, \(name)")
-        #expect(Digest(of: snapshot.outline).description == expected, "from plain values, \(name)")
-    }
-
     @Test func canonicallyEquivalentIdentifiersAreDifferent() {
         #expect(Identifier("e\u{301}") != Identifier("\u{e9}"))
         #expect(

@@ -96,7 +96,7 @@ export function parseEvent(text) {
         position += 1;
         if (key === "data") {
           const raw = skipValue();
-          object[key] = raw === "null" ? null : new Data(raw);
+          object[key] = raw === "null" ? null : new Data(canonicalText(raw));
         } else {
           object[key] = value();
         }
@@ -159,6 +159,31 @@ export function parseEvent(text) {
   }
   if (position !== text.length) fail("text after the value");
   return event;
+}
+
+/**
+ * A JSON value's canonical compact text (SPEC.md "Digest"): no white space, numbers and key
+ * order as written, each string as JSON.stringify writes it (`"\u00e9"` becomes `"é"`).
+ */
+function canonicalText(raw) {
+  let out = "";
+  let position = 0;
+  while (position < raw.length) {
+    const c = raw[position];
+    if (c === '"') {
+      let end = position + 1;
+      while (raw[end] !== '"') {
+        if (end >= raw.length) throw new Divergence("not an event line: an unfinished string in data");
+        end += raw[end] === "\\" ? 2 : 1;
+      }
+      out += JSON.stringify(JSON.parse(raw.slice(position, end + 1)));
+      position = end + 1;
+    } else {
+      if (!" \t\r\n".includes(c)) out += c;
+      position += 1;
+    }
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,24 +1,42 @@
 // The JavaScript mirror against the real daemon (node --test): random writes of every op, each
-// event applied by the mirror with its digest checked, and the state compared with `get`; golden
-// digests from the Swift and Python suites; damaged events are divergences that change nothing.
+// event applied by the mirror with its digest checked, and the state compared with `get`; the
+// golden vectors of Tests/Vectors/golden.json; damaged events are divergences that change nothing.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { Mirror, Divergence, parseEvent, digest, fnv1a64, applyChangeset } from "../diffcast.js";
 import { LineClient, withDaemon, generator } from "./support.mjs";
 
-test("golden digests match the other clients", () => {
-  // The Swift suite's and the README's values for the same collections.
-  const plain = (sections) => sections.map(([id, items]) => ({ id, data: null, items: items.map((item) => ({ id: item, data: null })) }));
-  assert.equal(digest(plain([["s", ["a", "b"]]])), "1ae354cda546efbc");
-  assert.equal(digest([]), "0000000000000000");
-  const feed = parseEvent(
-    '{"event":"snapshot","collection":"feed","epoch":"e","version":1,"sections":[{"id":"today","items":[{"id":"t1","data":{"likes":1000}},"t2"]}],"digest":"139293fb2b92a3a0"}',
-  );
-  const mirror = new Mirror();
-  mirror.apply(feed);
-  assert.equal(mirror.version, 1);
+// Tests/Vectors/golden.json: computed by ../shared/conformance/model.py, read by every suite.
+const vectors = JSON.parse(readFileSync(new URL("../../../Tests/Vectors/golden.json", import.meta.url), "utf8"));
+
+test("golden digests match the model's", () => {
+  assert.ok(vectors.digests.length >= 10);
+  for (const vector of vectors.digests) {
+    const mirror = new Mirror();
+    assert.equal(mirror.apply(parseEvent(vector.snapshot)).kind, "snapshot", vector.name);
+    assert.equal(mirror.digest, vector.digest, vector.name);
+    assert.equal(digest(mirror.sections), vector.digest, vector.name);
+  }
   // FNV-1a 64 of "a" (the published test vector).
   assert.equal(fnv1a64("a"), 0xaf63dc4c8601ec8cn);
+});
+
+test("golden changesets lead to the model's target", () => {
+  assert.ok(vectors.changesets.length >= 10);
+  for (const vector of vectors.changesets) {
+    const mirror = new Mirror();
+    mirror.apply(parseEvent(vector.snapshot));
+    assert.equal(mirror.apply(parseEvent(vector.changeset)).kind, "changeset", vector.name);
+    assert.equal(mirror.digest, vector.digest, vector.name);
+    const target = new Mirror();
+    target.apply(
+      parseEvent(
+        `{"event":"snapshot","collection":"golden","epoch":"e","version":2,"sections":${vector.sections},"digest":"${vector.digest}"}`,
+      ),
+    );
+    assert.deepEqual(mirror.sections, target.sections, vector.name);
+  }
 });
 
 test("every event of random writes of every op is applied and verified", async () => {
