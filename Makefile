@@ -136,8 +136,10 @@ conformance: release
 # bench-web does) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
-	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window); do \
+	$(SWIFT) build -c release --product DiffcastAllocations
+	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window allocations); do \
 	  case $$b in \
+	    allocations) .build/release/DiffcastAllocations || exit 1 ;; \
 	    sse) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports sse $(WEB_BENCH)" || exit 1 ;; \
 	    websocket) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports ws $(WEB_BENCH)" || exit 1 ;; \
 	    *) .build/release/DiffcastBenchmarks $$b || exit 1 ;; \

@@ -97,6 +97,14 @@ let package = Package(
             ],
             path: "Benchmarks/DiffcastBenchmarks"
         ),
+        // Allocations per version (`make bench BENCH=allocations`), counted by a malloc family
+        // that stands in front of glibc's in this executable only.
+        .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
+        .executableTarget(
+            name: "DiffcastAllocations",
+            dependencies: ["CMallocCounter", "DiffcastServer", "DiffcastWire"],
+            path: "Benchmarks/DiffcastAllocations"
+        ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a
         // seeded generator, written apart from the code they check; used by every test target.
         .target(name: "DiffcastTestSupport", dependencies: ["DiffcastCore"], path: "Tests/DiffcastTestSupport"),

@@ -1,0 +1,11 @@
+#ifndef MALLOC_COUNTER_H
+#define MALLOC_COUNTER_H
+
+/// Allocations (malloc, calloc, realloc, the aligned ones) made by the whole process since it
+/// started, and the bytes they asked for: this library's malloc family stands in front of glibc's
+/// for every library of an executable that links it (symbol interposition), as swift-nio's and
+/// ordo-one/benchmark's malloc counters do.
+unsigned long long dc_allocation_count(void);
+unsigned long long dc_allocated_bytes(void);
+
+#endif

@@ -1,0 +1,84 @@
+import CMallocCounter
+import DiffcastServer
+import DiffcastWire
+import Foundation
+
+/// Allocations per version for one small write on a large collection: the table a regression
+/// in the write path shows up in (`make bench BENCH=allocations`). Every malloc of the process is
+/// counted (CMallocCounter); each write is its own version, published to one whole subscriber,
+/// so the count holds the request's parsing, the apply, the diff, the history kept for catch-ups
+/// and the encoded event and answer. The loop's fan-out (socket writes) is not in it.
+
+/// An engine holding collection `c`: `size` items in 100 sections, `i0`, `i1`, … in order, with
+/// one whole subscriber.
+func engineHolding(size: Int) throws -> ApplyEngine {
+    let engine = ApplyEngine()
+    let perSection = max(1, size / 100)
+    var sections: [String] = []
+    for section in 0..<100 {
+        let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
+        sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
+    }
+    let apply = "{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}"
+    _ = engine.process([try job(apply, 0)])
+    _ = engine.process([try job("subscribe c", 1, connection: 1)])
+    return engine
+}
+
+func job(_ line: String, _ slot: UInt64, connection: ConnectionID = 1_000_000) throws -> Job {
+    .request(try RequestParser().parse(line: Array(line.utf8)), ResponseAddress(connection: connection, slot: slot))
+}
+
+/// The write number `step` of each kind, on items no earlier step touched in a way that fails it.
+let writes: [(name: String, line: (Int, Int) -> String)] = [
+    (
+        "update_items",
+        { step, size in #"update_items c {"items":[{"id":"i\#(step * 7 % size)","data":{"n":\#(step)}}]}"# }
+    ),
+    ("append_items", { step, _ in #"append_items c {"section":"s99","items":["n\#(step)"]}"# }),
+    ("insert_items", { step, size in #"insert_items c {"items":["m\#(step)"],"before":"i\#(size / 2 + step)"}"# }),
+    (
+        "move_item",
+        { step, size in #"move_item c {"item":"i\#(step * 13 % size)","after":"i\#((step * 13 + 500) % size)"}"# }
+    ),
+    ("delete_items", { step, size in #"delete_items c {"items":["i\#(size / 3 + step)"]}"# }),
+]
+
+let warmUp = 50
+let measured = 1_000
+print("## Allocations per version: one small write, its own version, one whole subscriber\n")
+print("Each row: \(measured) writes after \(warmUp) to warm up; every malloc of the process counted.\n")
+print("| items | write | allocations: parse | apply, publish, encode | bytes asked for per version |")
+print("|---:|---|---:|---:|---:|")
+for size in [10_000, 1_000_000] {
+    for write in writes {
+        let engine = try engineHolding(size: size)
+        var lines: [[UInt8]] = []
+        for step in 0..<(warmUp + measured) { lines.append(Array(write.line(step, size).utf8)) }
+        for step in 0..<warmUp { _ = engine.process([try job(write.line(step, size), UInt64(step + 2))]) }
+        var parsing: UInt64 = 0
+        var applying: UInt64 = 0
+        var bytes: UInt64 = 0
+        let parser = RequestParser()
+        for step in warmUp..<(warmUp + measured) {
+            let start = dc_allocation_count()
+            let startBytes = dc_allocated_bytes()
+            let request = try parser.parse(line: lines[step])
+            let parsed = dc_allocation_count()
+            let outcomes = engine.process([
+                .request(request, ResponseAddress(connection: 1_000_000, slot: UInt64(step + 2)))
+            ])
+            applying += dc_allocation_count() - parsed
+            parsing += parsed - start
+            bytes += dc_allocated_bytes() - startBytes
+            guard outcomes.contains(where: { if case .published = $0 { true } else { false } }) else {
+                fatalError("\(write.name) step \(step) published nothing: \(outcomes)")
+            }
+        }
+        let count = Double(measured)
+        let parse = String(format: "%.1f", Double(parsing) / count)
+        let apply = String(format: "%.1f", Double(applying) / count)
+        let perVersion = Int(Double(bytes) / count)
+        print("| \(size) | \(write.name) | \(parse) | \(apply) | \(perVersion) |")
+    }
+}
