@@ -29,19 +29,28 @@ func job(_ line: String, _ slot: UInt64, connection: ConnectionID = 1_000_000) t
     .request(try RequestParser().parse(line: Array(line.utf8)), ResponseAddress(connection: connection, slot: slot))
 }
 
-/// The write number `step` of each kind, on items no earlier step touched in a way that fails it.
+/// The write number `step` of each kind as a backend sends it (a JSON object), on items no earlier
+/// step touched in a way that fails it.
 let writes: [(name: String, line: (Int, Int) -> String)] = [
     (
         "update_items",
-        { step, size in #"update_items c {"items":[{"id":"i\#(step * 7 % size)","data":{"n":\#(step)}}]}"# }
+        { step, size in
+            #"{"op":"update_items","collection":"c","items":[{"id":"i\#(step * 7 % size)","data":{"n":\#(step)}}]}"#
+        }
     ),
-    ("append_items", { step, _ in #"append_items c {"section":"s99","items":["n\#(step)"]}"# }),
-    ("insert_items", { step, size in #"insert_items c {"items":["m\#(step)"],"before":"i\#(size / 2 + step)"}"# }),
+    ("append_items", { step, _ in #"{"op":"append_items","collection":"c","section":"s99","items":["n\#(step)"]}"# }),
+    (
+        "insert_items",
+        { step, size in #"{"op":"insert_items","collection":"c","items":["m\#(step)"],"before":"i\#(size / 2 + step)"}"#
+        }
+    ),
     (
         "move_item",
-        { step, size in #"move_item c {"item":"i\#(step * 13 % size)","after":"i\#((step * 13 + 500) % size)"}"# }
+        { step, size in
+            #"{"op":"move_item","collection":"c","item":"i\#(step * 13 % size)","after":"i\#((step * 13 + 500) % size)"}"#
+        }
     ),
-    ("delete_items", { step, size in #"delete_items c {"items":["i\#(size / 3 + step)"]}"# }),
+    ("delete_items", { step, size in #"{"op":"delete_items","collection":"c","items":["i\#(size / 3 + step)"]}"# }),
 ]
 
 let warmUp = 50
@@ -50,7 +59,10 @@ print("## Allocations per version: one small write, its own version, one whole s
 print("Each row: \(measured) writes after \(warmUp) to warm up; every malloc of the process counted.\n")
 print("| items | write | allocations: parse | apply, publish, encode | bytes asked for per version |")
 print("|---:|---|---:|---:|---:|")
-for size in [10_000, 1_000_000] {
+// Sizes from the command line (`DiffcastAllocations 10000`, at least 10,000: the writes name
+// items up to half the size plus a thousand), 10k and 1M by default.
+let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }.filter { $0 >= 10_000 }
+for size in sizes.isEmpty ? [10_000, 1_000_000] : sizes {
     for write in writes {
         let engine = try engineHolding(size: size)
         var lines: [[UInt8]] = []

@@ -39,11 +39,25 @@ public enum Differ {
     }
 
     private static func diffSections(_ old: Snapshot, _ new: Snapshot, into changes: inout SectionChanges) {
+        // The usual version moves no section: the same identifiers in the same order, so only
+        // their data can differ, and no lookup, list or subsequence is needed (measured: the
+        // general path was a third of a small write's allocations on a 100-section collection).
+        if old.sections.count == new.sections.count,
+            old.sections.indices.allSatisfy({ old.sections[$0].id == new.sections[$0].id })
+        {
+            for index in new.sections.indices where old.sections[index].data != new.sections[index].data {
+                let section = new.sections[index]
+                changes.updated.append(.init(index: index, id: section.id, data: section.data))
+            }
+            return
+        }
         for (index, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
             changes.deleted.append(.init(index: index, id: section.id))
         }
         var survivorsOld: [Int] = []
         var survivorsNew: [Int] = []
+        survivorsOld.reserveCapacity(new.sections.count)
+        survivorsNew.reserveCapacity(new.sections.count)
         for (index, section) in new.sections.enumerated() {
             guard let oldIndex = old.position(ofSection: section.id) else {
                 changes.inserted.append(.init(index: index, id: section.id, data: section.data))
