@@ -21,6 +21,10 @@ server_name: n$n
 listen: 127.0.0.1:$((port + n))
 http: 127.0.0.1:$((port + 200 + n))
 max_payload: 8MB
+# A server cut off is found out in seconds, not after the default 2-minute pings: until then its
+# clients' queue subscriptions (the daemons that take leases) still get requests routed to them.
+ping_interval: "1s"
+ping_max: 3
 jetstream { store_dir: "$dir/n$n/store" }
 cluster { name: diffcast, listen: 127.0.0.1:$((port + 100 + n)), routes: [$routes] }
 CONF

@@ -146,6 +146,10 @@ class NatsNode:
             f"listen: {address}:4222\n"
             f"http: {address}:8222\n"
             f"max_payload: 8MB\n"
+            # As scripts/nats-cluster.sh and the README say: a cut-off server is found out in
+            # seconds, or requests go on being routed to the daemons behind it for minutes.
+            f'ping_interval: "1s"\n'
+            f"ping_max: 3\n"
             f'jetstream {{ store_dir: "{self.directory / "store"}" }}\n'
             f"cluster {{ name: diffcast, listen: {address}:6222, routes: [{routes}] }}\n"
         )
