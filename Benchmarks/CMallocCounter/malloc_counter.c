@@ -1,6 +1,7 @@
 #include "malloc_counter.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -21,6 +22,7 @@ static void count(size_t size) {
 
 unsigned long long dc_allocation_count(void) { return atomic_load(&allocations); }
 unsigned long long dc_allocated_bytes(void) { return atomic_load(&bytes); }
+unsigned long long dc_heap_in_use(void) { return mallinfo2().uordblks; }
 
 void *malloc(size_t size) {
     count(size);

@@ -94,3 +94,26 @@ for size in sizes.isEmpty ? [10_000, 1_000_000] : sizes {
         print("| \(size) | \(write.name) | \(parse) | \(apply) | \(perVersion) |")
     }
 }
+
+// What an idle collection costs the apply queue: one section of one item, made by one `apply`.
+print("\n## An idle one-item collection in the apply queue\n")
+print("| collections | allocations made, per collection | live heap, bytes per collection |")
+print("|---:|---:|---:|")
+do {
+    let collections = 10_000
+    let engine = ApplyEngine()
+    let lines = (0..<collections).map {
+        Array(#"{"op":"apply","collection":"c\#($0)","sections":[{"id":"s","items":["i"]}]}"#.utf8)
+    }
+    let parser = RequestParser()
+    let requests = try lines.map { try parser.parse(line: $0) }
+    let heapBefore = dc_heap_in_use()
+    let start = dc_allocation_count()
+    for (slot, request) in requests.enumerated() {
+        _ = engine.process([.request(request, ResponseAddress(connection: 1, slot: UInt64(slot)))])
+    }
+    let made = Double(dc_allocation_count() - start) / Double(collections)
+    let live = Double(dc_heap_in_use() - heapBefore) / Double(collections)
+    print("| \(collections) | \(String(format: "%.1f", made)) | \(Int(live)) |")
+    withExtendedLifetime(engine) {}
+}
