@@ -117,7 +117,7 @@ public struct Follower: Sendable {
         _ mirrors: inout [String: CollectionMirror], _ sink: AsyncThrowingStream<Update, any Error>.Continuation,
         subscribed: () -> Void
     ) async throws -> String {
-        let connection: Connection
+        let connection: DaemonConnection
         switch await connectOnce() {
         case .success(let connected): connection = connected
         case .failure(let error):
@@ -179,21 +179,21 @@ public struct Follower: Sendable {
         sink.yield(Update(collection: name, change: .subscribed(version: version), mirror: mirror))
     }
 
-    private func connectOnce() async -> Result<Connection, ClientError> {
+    private func connectOnce() async -> Result<DaemonConnection, ClientError> {
         do {
-            return .success(try await Connection.connect(to: endpoint, token: token))
+            return .success(try await DaemonConnection.connect(to: endpoint, token: token))
         } catch {
             return .failure(error)
         }
     }
 
     /// The requests' responses, an error response counted as a failure.
-    private func pipelineOnce(_ connection: Connection, _ requests: [JSONValue]) async -> Result<
+    private func pipelineOnce(_ connection: DaemonConnection, _ requests: [JSONValue]) async -> Result<
         [JSONValue], ClientError
     > {
         do {
             let responses = try await connection.pipeline(requests)
-            for response in responses { try Connection.check(response) }
+            for response in responses { try DaemonConnection.check(response) }
             return .success(responses)
         } catch {
             return .failure(error)

@@ -15,7 +15,7 @@ import Logging
 /// so that the loop parses its next read meanwhile (see README, "Performance"). Batches still
 /// run one at a time and in order; only the thread differs.
 public final class ApplyQueue: Sendable {
-    private let engine: EngineBox
+    private let context: ApplyingContext
     private let onPersistenceFailure: @Sendable (Error) -> Void
     private let inbox: Locked<Inbox>
     private let worker = DispatchQueue(label: "diffcast.apply")
@@ -39,7 +39,7 @@ public final class ApplyQueue: Sendable {
     /// does so only when no drain is scheduled or running (`inbox.isApplying`) and only without a
     /// store or a backbone, where that thread (the loop) is the only one that submits: no drain
     /// can start until it has finished.
-    private final class EngineBox: @unchecked Sendable {
+    private final class ApplyingContext: @unchecked Sendable {
         let engine: ApplyEngine
         let store: StateStore?
         /// Syncs the log of the `interval` policy; lives as long as the queue.
@@ -62,8 +62,8 @@ public final class ApplyQueue: Sendable {
         deliver: @escaping @Sendable ([Outcome]) -> Void
     ) {
         engine.journals = store != nil
-        let box = EngineBox(engine, store)
-        self.engine = box
+        let box = ApplyingContext(engine, store)
+        self.context = box
         inbox = Locked(Inbox(mayApplyInline: store == nil && coalesceWindowMilliseconds <= 0))
         self.deliver = deliver
         self.onPersistenceFailure = onPersistenceFailure
@@ -88,13 +88,13 @@ public final class ApplyQueue: Sendable {
     /// `snapshotEvery` log messages, which bounds what a joining daemon replays.
     public func attach(_ backbone: Backbone, snapshotEvery: Int, logger: Logger) throws {
         let applier = SharedLogApplier(
-            engine: engine.engine, backbone: backbone, node: backbone.node, snapshotEvery: snapshotEvery,
+            engine: context.engine, backbone: backbone, node: backbone.node, snapshotEvery: snapshotEvery,
             logger: logger)
         inbox.withLock { $0.mayApplyInline = false }
         let start = try backbone.start(wake: { [weak self] in self?.wake() })
         let outcomes = worker.sync {
-            engine.engine.journals = true
-            engine.sharedLog = applier
+            context.engine.journals = true
+            context.sharedLog = applier
             return applier.join(start)
         }
         deliver(outcomes)
@@ -108,16 +108,16 @@ public final class ApplyQueue: Sendable {
     /// Waits for the jobs in flight, then folds the log into a checkpoint so the next start is
     /// quick. Call once, when the daemon stops.
     public func finish() {
-        engine.syncTimer?.cancel()
-        engine.probeTimer?.cancel()
+        context.syncTimer?.cancel()
+        context.probeTimer?.cancel()
         worker.sync {
             do {
-                if let store = engine.store { try store.checkpoint(engine.engine) }
+                if let store = context.store { try store.checkpoint(context.engine) }
             } catch {
                 onPersistenceFailure(error)
             }
-            engine.sharedLog?.stop()
-            engine.sharedLog = nil
+            context.sharedLog?.stop()
+            context.sharedLog = nil
         }
     }
 
@@ -179,18 +179,18 @@ public final class ApplyQueue: Sendable {
         }
         defer { inbox.withLock { $0.isApplying = false } }
         let started = ContinuousClock.now
-        if let sharedLog = engine.sharedLog {
+        if let sharedLog = context.sharedLog {
             defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
             return deliver(sharedLog.run(jobs))
         }
         guard !jobs.isEmpty else { return }
         defer { if let metrics { record(jobs, submitted: submitted, started: started, into: metrics) } }
-        let engine = self.engine.engine
+        let engine = self.context.engine
         var pending: [Outcome] = []
-        if engine.readOnlyReason != nil, jobs.contains(where: \.isWrite), self.engine.store?.hasRoom() == true {
+        if engine.readOnlyReason != nil, jobs.contains(where: \.isWrite), self.context.store?.hasRoom() == true {
             leaveReadOnly(outcomes: &pending)
         }
-        guard let store = self.engine.store else {
+        guard let store = self.context.store else {
             return deliver(pending + processInMemory(jobs))
         }
         var outcomes = pending + engine.process(jobs)
@@ -233,40 +233,40 @@ public final class ApplyQueue: Sendable {
 
     /// Starts trying, every `probeInterval`, whether the disk takes writes again.
     private func enterReadOnly(outcomes: inout [Outcome]) {
-        let engine = self.engine
-        engine.store?.logger.error("writes refused: \(engine.engine.readOnlyReason ?? "")")
-        outcomes.append(.storage(readOnlyReason: engine.engine.readOnlyReason))
+        let context = self.context
+        context.store?.logger.error("writes refused: \(context.engine.readOnlyReason ?? "")")
+        outcomes.append(.storage(readOnlyReason: context.engine.readOnlyReason))
         let timer = DispatchSource.makeTimerSource(queue: worker)
         timer.schedule(deadline: .now() + Self.probeInterval, repeating: Self.probeInterval)
         timer.setEventHandler { [weak self] in
-            guard let self, engine.store?.hasRoom() == true else { return }
+            guard let self, context.store?.hasRoom() == true else { return }
             var outcomes: [Outcome] = []
             self.leaveReadOnly(outcomes: &outcomes)
             self.deliver(outcomes)
         }
         timer.resume()
-        engine.probeTimer = timer
+        context.probeTimer = timer
     }
 
     /// Applies jobs with no state store: nothing to log, so the batch is final at once.
     private func processInMemory(_ jobs: [Job]) -> [Outcome] {
-        let outcomes = engine.engine.process(jobs)
-        _ = engine.engine.takeLogRecords()
+        let outcomes = context.engine.process(jobs)
+        _ = context.engine.takeLogRecords()
         commit()
         return outcomes
     }
 
     /// The batch is final: forget how to undo it, and after drops give the freed memory back.
     private func commit() {
-        if engine.engine.commitLastBatch() { dc_release_free_memory() }
+        if context.engine.commitLastBatch() { dc_release_free_memory() }
     }
 
     private func leaveReadOnly(outcomes: inout [Outcome]) {
-        engine.probeTimer?.cancel()
-        engine.probeTimer = nil
-        guard engine.engine.readOnlyReason != nil else { return }
-        engine.engine.readOnlyReason = nil
-        engine.store?.logger.notice("the state directory takes writes again")
+        context.probeTimer?.cancel()
+        context.probeTimer = nil
+        guard context.engine.readOnlyReason != nil else { return }
+        context.engine.readOnlyReason = nil
+        context.store?.logger.notice("the state directory takes writes again")
         outcomes.append(.storage(readOnlyReason: nil))
     }
 
@@ -286,10 +286,10 @@ public final class ApplyQueue: Sendable {
         for (job, time) in zip(jobs, submitted) where job.isWrite {
             metrics.writeAcknowledgementSeconds.record(now - time)
         }
-        let statistics = engine.engine.currentStatistics
-        metrics.record(statistics, since: engine.reportedStatistics)
-        engine.reportedStatistics = statistics
-        metrics.collections.set(Int64(engine.engine.collectionCount))
+        let statistics = context.engine.currentStatistics
+        metrics.record(statistics, since: context.reportedStatistics)
+        context.reportedStatistics = statistics
+        metrics.collections.set(Int64(context.engine.collectionCount))
     }
 }
 

@@ -121,9 +121,9 @@ struct ConnectionOptions: ParsableArguments {
     var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["DIFFCAST_TOKEN"] }
 
     /// Connects, runs `body`, and turns client errors into the command's exit status.
-    func session<Result>(_ body: (Connection) async throws -> Result) async throws -> Result {
+    func session<Result>(_ body: (DaemonConnection) async throws -> Result) async throws -> Result {
         do {
-            let connection = try await Connection.connect(
+            let connection = try await DaemonConnection.connect(
                 to: try endpoint(), token: resolvedToken)
             defer { connection.close() }
             return try await body(connection)

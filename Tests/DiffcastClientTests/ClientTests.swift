@@ -7,7 +7,7 @@ import Testing
 @Suite(.serialized) struct ClientTests {
     @Test func pipelinedRequestsAreAnsweredInOrderAndEventsArrive() async throws {
         let daemon = try Daemon()
-        let connection = try await Connection.connect(to: .unix(path: daemon.socketPath))
+        let connection = try await DaemonConnection.connect(to: .unix(path: daemon.socketPath))
         try await connection.call(["op": "subscribe", "collection": "c"])
         try await connection.call(["op": "append_sections", "collection": "c", "sections": [["id": "s"]]])
         let requests: [JSONValue] = (0..<500).map { n in
@@ -26,7 +26,7 @@ import Testing
 
     @Test func anErrorResponseIsThrownWithItsCode() async throws {
         let daemon = try Daemon()
-        let connection = try await Connection.connect(to: .unix(path: daemon.socketPath))
+        let connection = try await DaemonConnection.connect(to: .unix(path: daemon.socketPath))
         await #expect(throws: ClientError.response(code: "unknown_collection", message: "unknown collection 'nothing'"))
         {
             try await connection.call(["op": "get", "collection": "nothing"])
@@ -37,7 +37,9 @@ import Testing
 
     @Test func aMissingDaemonSaysWhereAndWhy() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("no-\(UUID()).sock").path
-        let error = await #expect(throws: ClientError.self) { try await Connection.connect(to: .unix(path: path)) }
+        let error = await #expect(throws: ClientError.self) {
+            try await DaemonConnection.connect(to: .unix(path: path))
+        }
         guard case .cannotConnect(let endpoint, let cause) = error else {
             Issue.record("not cannotConnect: \(String(describing: error))")
             return
@@ -48,7 +50,7 @@ import Testing
 
     @Test func aClosedConnectionFailsWhatWaits() async throws {
         let daemon = try Daemon()
-        let connection = try await Connection.connect(to: .unix(path: daemon.socketPath))
+        let connection = try await DaemonConnection.connect(to: .unix(path: daemon.socketPath))
         _ = daemon.stop(signal: SIGKILL)
         await #expect(throws: ClientError.self) { try await connection.call(["op": "ping"]) }
         var count = 0

@@ -13,7 +13,7 @@ import Foundation
 /// awaiting an answer or an event never blocks a cooperative thread, and a connection keeps
 /// reading — and buffering events — while its owner is busy. Events are buffered without limit:
 /// consume `events` of a subscribed connection, or the daemon's catch-up never gets its chance.
-public final class Connection: Sendable {
+public final class DaemonConnection: Sendable {
     private let channel: Channel
 
     /// Every event line (`{"event":…}`) as received, in order; finishes when the connection ends.
@@ -25,7 +25,9 @@ public final class Connection: Sendable {
     }
 
     /// Connects to the daemon; with `token`, authenticates first (TCP listeners need it).
-    public static func connect(to endpoint: Endpoint, token: String? = nil) async throws(ClientError) -> Connection {
+    public static func connect(to endpoint: Endpoint, token: String? = nil) async throws(ClientError)
+        -> DaemonConnection
+    {
         let socket = try await Self.openSocket(endpoint)
         let (events, sink) = AsyncStream<JSONValue>.makeStream()
         let channel: Channel
@@ -35,7 +37,7 @@ public final class Connection: Sendable {
             Glibc.close(socket)
             throw error
         }
-        let connection = Connection(channel: channel, events: events)
+        let connection = DaemonConnection(channel: channel, events: events)
         if let token {
             _ = try await connection.call(.object([.init("op", .string("auth")), .init("token", .string(token))]))
         }
