@@ -208,6 +208,31 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
     assert not subscriber.gaps and not subscriber.mirror.divergences
 
 
+def test_a_follower_whose_consumer_delivers_nothing_repairs_itself(cluster, monkeypatch):
+    """A consumer recreated on a lagging peer delivers nothing (nats-server 2.9.10 places it on
+    any peer). Simulated here for one daemon (DIFFCAST_TEST_SILENT_FOLLOWER): the watch sees it
+    behind the stream, reads the missing messages through the stream's leader, and keeps up."""
+    collection = "silent"
+    owner = BackboneDaemon(cluster).start()
+    monkeypatch.setenv("DIFFCAST_TEST_SILENT_FOLLOWER", "1")
+    follower = BackboneDaemon(cluster, owner=False).start()
+    monkeypatch.delenv("DIFFCAST_TEST_SILENT_FOLLOWER")
+    try:
+        with owner.client() as client:
+            client.append_sections(collection, [{"id": "s", "items": []}])
+            for round in range(2):
+                for n in range(100):
+                    client.append_items(collection, [{"id": f"r{round}-{n}", "data": {"n": n}}])
+                wait_until(lambda: holds(follower, collection) and converged([owner, follower], collection),
+                           timeout=30, what="the silent follower to catch up")
+                assert state(follower, collection)["version"] == 1 + 100 * (round + 1)
+        assert "read through the stream leader" in follower.log()
+        wait_until(lambda: backbone_stats(follower)["log_behind"] == 0, what="log_behind 0")
+    finally:
+        follower.stop(signal.SIGKILL)
+        owner.stop(signal.SIGKILL)
+
+
 def test_snapshots_cut_the_log_and_a_joining_daemon_starts_from_them(cluster):
     collection = "snapshotted"
     first = BackboneDaemon(cluster, extra=["--backbone-snapshot-every", "10"]).start()
