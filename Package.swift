@@ -92,17 +92,20 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "DiffcastServer",
+                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"
         ),
+        .target(
+            name: "BenchmarkFixtures", dependencies: ["DiffcastServer", "DiffcastWire"],
+            path: "Benchmarks/BenchmarkFixtures"),
         // Allocations per version (`make bench BENCH=allocations`), counted by a malloc family
         // that stands in front of glibc's in this executable only.
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
         .executableTarget(
             name: "DiffcastAllocations",
-            dependencies: ["CMallocCounter", "DiffcastServer", "DiffcastWire"],
+            dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastServer", "DiffcastWire"],
             path: "Benchmarks/DiffcastAllocations"
         ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a

@@ -1,3 +1,4 @@
+import BenchmarkFixtures
 import CMallocCounter
 import DiffcastServer
 import DiffcastWire
@@ -9,24 +10,11 @@ import Foundation
 /// so the count holds the request's parsing, the apply, the diff, the history kept for catch-ups
 /// and the encoded event and answer. The loop's fan-out (socket writes) is not in it.
 
-/// An engine holding collection `c`: `size` items in 100 sections, `i0`, `i1`, … in order, with
-/// one whole subscriber.
+/// An engine holding collection `c` (`Fixtures.engineHolding`) with one whole subscriber.
 func engineHolding(size: Int) throws -> ApplyEngine {
-    let engine = ApplyEngine()
-    let perSection = max(1, size / 100)
-    var sections: [String] = []
-    for section in 0..<100 {
-        let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
-        sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
-    }
-    let apply = "{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}"
-    _ = engine.process([try job(apply, 0)])
-    _ = engine.process([try job("subscribe c", 1, connection: 1)])
+    let engine = try Fixtures.engineHolding(size: size)
+    _ = engine.process([try Fixtures.job("subscribe c", 1, connection: 1)])
     return engine
-}
-
-func job(_ line: String, _ slot: UInt64, connection: ConnectionID = 1_000_000) throws -> Job {
-    .request(try RequestParser().parse(line: Array(line.utf8)), ResponseAddress(connection: connection, slot: slot))
 }
 
 /// The write number `step` of each kind as a backend sends it (a JSON object), on items no earlier
@@ -67,7 +55,7 @@ for size in sizes.isEmpty ? [10_000, 1_000_000] : sizes {
         let engine = try engineHolding(size: size)
         var lines: [[UInt8]] = []
         for step in 0..<(warmUp + measured) { lines.append(Array(write.line(step, size).utf8)) }
-        for step in 0..<warmUp { _ = engine.process([try job(write.line(step, size), UInt64(step + 2))]) }
+        for step in 0..<warmUp { _ = engine.process([try Fixtures.job(write.line(step, size), UInt64(step + 2))]) }
         var parsing: UInt64 = 0
         var applying: UInt64 = 0
         var bytes: UInt64 = 0

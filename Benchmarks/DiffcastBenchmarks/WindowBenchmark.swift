@@ -1,4 +1,5 @@
 import ArgumentParser
+import BenchmarkFixtures
 import DiffcastCore
 import DiffcastServer
 import DiffcastWire
@@ -47,7 +48,7 @@ struct WindowBenchmark: ParsableCommand {
     /// A collection of `size` items in 100 sections; `windows` anchor windows of 50 rows spread
     /// over it, each held by subscribers / windows connections.
     private func setUp(size: Int, windowed: Bool) throws -> (ApplyEngine, anchors: [Int]) {
-        let engine = try engineHolding(size: size)
+        let engine = try Fixtures.engineHolding(size: size)
         let perSection = max(1, size / 100)
         let total = perSection * 100
         let anchors = (0..<windows).map { ($0 * total) / windows + total / (2 * windows) }
@@ -56,7 +57,7 @@ struct WindowBenchmark: ParsableCommand {
         for subscriber in 0..<subscribers {
             let anchor = anchors[subscriber % windows]
             let line = "subscribe c {\"window\":{\"anchor\":\"i\(anchor)\",\"before\":10,\"after\":39}}"
-            _ = engine.process([try job(line, slot, connection: ConnectionID(subscriber + 1))])
+            _ = engine.process([try Fixtures.job(line, slot, connection: ConnectionID(subscriber + 1))])
             slot += 1
         }
         return (engine, anchors)
@@ -71,7 +72,8 @@ struct WindowBenchmark: ParsableCommand {
             return inside ? anchor + 5 : (anchor + total / (2 * windows) + 25) % total
         }
         let jobs = try targets.enumerated().map { index, item in
-            try job("update_items c {\"items\":[{\"id\":\"i\(item)\",\"data\":\(index)}]}", UInt64(100_000 + index))
+            try Fixtures.job(
+                "update_items c {\"items\":[{\"id\":\"i\(item)\",\"data\":\(index)}]}", UInt64(100_000 + index))
         }
         var windowEvents = 0
         let start = ContinuousClock.now
@@ -93,15 +95,17 @@ struct WindowBenchmark: ParsableCommand {
     /// Bytes one subscriber receives: the first event, then the events of `versions` writes spread
     /// evenly over the collection, for a whole subscriber and for a window of 50 rows.
     private func printBytes(size: Int) throws {
-        let engine = try engineHolding(size: size)
+        let engine = try Fixtures.engineHolding(size: size)
         let perSection = max(1, size / 100)
         var whole = 0
         var windowed = 0
-        for case .subscribed(_, _, _, let event?, _, _) in engine.process([try job("subscribe c", 1, connection: 1)]) {
+        for case .subscribed(_, _, _, let event?, _, _) in engine.process([
+            try Fixtures.job("subscribe c", 1, connection: 1)
+        ]) {
             whole += event.count
         }
         for case .subscribed(_, _, _, let event?, _, _) in engine.process([
-            try job("subscribe c {\"window\":{\"first\":50}}", 2, connection: 2)
+            try Fixtures.job("subscribe c {\"window\":{\"first\":50}}", 2, connection: 2)
         ]) {
             windowed += event.count
         }
@@ -111,7 +115,7 @@ struct WindowBenchmark: ParsableCommand {
             let item = (version * 7919) % total
             let line = "update_items c {\"items\":[{\"id\":\"i\(item)\",\"data\":\(version)}]}"
             for case .published(_, _, _, let event, let deliveries) in engine.process([
-                try job(line, UInt64(10 + version))
+                try Fixtures.job(line, UInt64(10 + version))
             ]) {
                 whole += event.count
                 windowed += deliveries.reduce(0) { $0 + $1.event.bytes(from: 0).count }
@@ -125,23 +129,5 @@ struct WindowBenchmark: ParsableCommand {
             String(
                 format: "| window `first 50` | %d | %d | %.5f× |", first.1, windowed, Double(windowed) / Double(whole)))
         emit("")
-    }
-
-    /// An engine holding collection `c`: about `size` items in 100 sections, `i0`, `i1`, … in order.
-    private func engineHolding(size: Int) throws -> ApplyEngine {
-        let engine = ApplyEngine()
-        let perSection = max(1, size / 100)
-        var sections: [String] = []
-        for section in 0..<100 {
-            let items = (0..<perSection).map { "\"i\(section * perSection + $0)\"" }.joined(separator: ",")
-            sections.append("{\"id\":\"s\(section)\",\"items\":[\(items)]}")
-        }
-        let apply = "{\"op\":\"apply\",\"collection\":\"c\",\"sections\":[\(sections.joined(separator: ","))]}"
-        _ = engine.process([try job(apply, 0)])
-        return engine
-    }
-
-    private func job(_ line: String, _ slot: UInt64, connection: ConnectionID = 1_000_000) throws -> Job {
-        .request(try RequestParser().parse(line: Array(line.utf8)), ResponseAddress(connection: connection, slot: slot))
     }
 }
