@@ -48,10 +48,10 @@ extension Changeset {
         var removedSections = Set<Int>()
         var movedSections: [Identifier: Section] = [:]
         for deletion in sections.deleted {
-            guard sectionsNow.indices.contains(deletion.index), sectionsNow[deletion.index].id == deletion.id else {
-                throw ChangesetMismatch("sections.deleted \(deletion.index) does not hold '\(deletion.id)'")
+            guard sectionsNow.indices.contains(deletion.at), sectionsNow[deletion.at].id == deletion.id else {
+                throw ChangesetMismatch("sections.deleted \(deletion.at) does not hold '\(deletion.id)'")
             }
-            removedSections.insert(deletion.index)
+            removedSections.insert(deletion.at)
         }
         for move in sections.moved {
             guard sectionsNow.indices.contains(move.from), sectionsNow[move.from].id == move.id else {
@@ -65,7 +65,7 @@ extension Changeset {
         }
         sectionsNow = sectionsNow.enumerated().filter { !removedSections.contains($0.offset) }.map(\.element)
         // 3. Sections in at new indices, ascending.
-        var sectionArrivals = sections.inserted.map { ($0.index, Section(id: $0.id, data: $0.data)) }
+        var sectionArrivals = sections.inserted.map { ($0.at, Section(id: $0.id, data: $0.data)) }
         for move in sections.moved {
             guard let section = movedSections[move.id] else { continue }
             sectionArrivals.append((move.to, section))
@@ -109,10 +109,10 @@ extension Changeset {
         }
         // 5. Data.
         for update in sections.updated {
-            guard sectionsNow.indices.contains(update.index), sectionsNow[update.index].id == update.id else {
-                throw ChangesetMismatch("sections.updated \(update.index) does not hold '\(update.id)'")
+            guard sectionsNow.indices.contains(update.at), sectionsNow[update.at].id == update.id else {
+                throw ChangesetMismatch("sections.updated \(update.at) does not hold '\(update.id)'")
             }
-            sectionsNow[update.index].data = update.data
+            sectionsNow[update.at].data = update.data
         }
         for update in items.updated {
             let item = try item(at: update.at, in: sectionsNow, "items.updated")
@@ -122,8 +122,8 @@ extension Changeset {
             sectionsNow[update.at.section].items.setData(update.data, at: update.at.item)
         }
         for reload in sections.reloaded {
-            guard sectionsNow.indices.contains(reload.index), sectionsNow[reload.index].id == reload.id else {
-                throw ChangesetMismatch("sections.reloaded \(reload.index) does not hold '\(reload.id)'")
+            guard sectionsNow.indices.contains(reload.at), sectionsNow[reload.at].id == reload.id else {
+                throw ChangesetMismatch("sections.reloaded \(reload.at) does not hold '\(reload.id)'")
             }
         }
         for reload in items.reloaded {

@@ -15,125 +15,60 @@ public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible 
     public var description: String { "[\(section),\(item)]" }
 }
 
-/// What changed among the sections between two versions (SPEC.md `changeset.sections`).
-/// Old indices are positions in the old version, new indices positions in the new one.
-public struct SectionChanges: Hashable, Sendable {
-    /// A section that went away, named so that a subscriber without a mirror knows which.
+/// What changed among one kind of element between two versions, in SPEC.md's five lists:
+/// sections by index (`SectionChanges`, SPEC.md `changeset.sections`) and items by index path
+/// (`ItemChanges`, `changeset.items`). Old positions are in the old version (`deleted`, a move's
+/// `from`), the others in the new one.
+public struct Changes<Position: Hashable & Sendable & Comparable>: Hashable, Sendable {
+    /// An element that went away, at its old position, named so that a subscriber without a
+    /// mirror knows which.
     public struct Deletion: Hashable, Sendable {
-        public var index: Int
+        public var at: Position
         public var id: Identifier
 
-        public init(index: Int, id: Identifier) {
-            self.index = index
-            self.id = id
-        }
-    }
-    public struct Insertion: Hashable, Sendable {
-        public var index: Int
-        public var id: Identifier
-        public var data: JSONText?
-
-        public init(index: Int, id: Identifier, data: JSONText?) {
-            self.index = index
-            self.id = id
-            self.data = data
-        }
-    }
-    public struct Move: Hashable, Sendable {
-        public var from: Int
-        public var to: Int
-        public var id: Identifier
-
-        public init(from: Int, to: Int, id: Identifier) {
-            self.from = from
-            self.to = to
-            self.id = id
-        }
-    }
-    public struct Update: Hashable, Sendable {
-        public var index: Int
-        public var id: Identifier
-        public var data: JSONText?
-
-        public init(index: Int, id: Identifier, data: JSONText?) {
-            self.index = index
-            self.id = id
-            self.data = data
-        }
-    }
-    public struct Reload: Hashable, Sendable {
-        public var index: Int
-        public var id: Identifier
-
-        public init(index: Int, id: Identifier) {
-            self.index = index
-            self.id = id
-        }
-    }
-
-    public var deleted: [Deletion] = []
-    public var inserted: [Insertion] = []
-    public var moved: [Move] = []
-    public var updated: [Update] = []
-    public var reloaded: [Reload] = []
-
-    public init() {}
-
-    public var isEmpty: Bool {
-        deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty && reloaded.isEmpty
-    }
-}
-
-/// What changed among the items between two versions (SPEC.md `changeset.items`).
-public struct ItemChanges: Hashable, Sendable {
-    /// An item that went away, at its old position, named.
-    public struct Deletion: Hashable, Sendable {
-        public var at: ItemPath
-        public var id: Identifier
-
-        public init(at: ItemPath, id: Identifier) {
+        @inlinable public init(at: Position, id: Identifier) {
             self.at = at
             self.id = id
         }
     }
     public struct Insertion: Hashable, Sendable {
-        public var at: ItemPath
+        public var at: Position
         public var id: Identifier
         public var data: JSONText?
 
-        public init(at: ItemPath, id: Identifier, data: JSONText?) {
+        @inlinable public init(at: Position, id: Identifier, data: JSONText?) {
             self.at = at
             self.id = id
             self.data = data
         }
     }
     public struct Move: Hashable, Sendable {
-        public var from: ItemPath
-        public var to: ItemPath
+        public var from: Position
+        public var to: Position
         public var id: Identifier
 
-        public init(from: ItemPath, to: ItemPath, id: Identifier) {
+        @inlinable public init(from: Position, to: Position, id: Identifier) {
             self.from = from
             self.to = to
             self.id = id
         }
     }
     public struct Update: Hashable, Sendable {
-        public var at: ItemPath
+        public var at: Position
         public var id: Identifier
         public var data: JSONText?
 
-        public init(at: ItemPath, id: Identifier, data: JSONText?) {
+        @inlinable public init(at: Position, id: Identifier, data: JSONText?) {
             self.at = at
             self.id = id
             self.data = data
         }
     }
     public struct Reload: Hashable, Sendable {
-        public var at: ItemPath
+        public var at: Position
         public var id: Identifier
 
-        public init(at: ItemPath, id: Identifier) {
+        @inlinable public init(at: Position, id: Identifier) {
             self.at = at
             self.id = id
         }
@@ -145,12 +80,27 @@ public struct ItemChanges: Hashable, Sendable {
     public var updated: [Update] = []
     public var reloaded: [Reload] = []
 
-    public init() {}
+    @inlinable public init() {}
 
-    public var isEmpty: Bool {
+    @inlinable public var isEmpty: Bool {
         deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty && reloaded.isEmpty
     }
+
+    /// Puts every list in SPEC.md's order: `deleted` by old position, the others by new position.
+    mutating func sortLists() {
+        deleted.sortIfNeeded { $0.at < $1.at }
+        inserted.sortIfNeeded { $0.at < $1.at }
+        moved.sortIfNeeded { $0.to < $1.to }
+        updated.sortIfNeeded { $0.at < $1.at }
+        reloaded.sortIfNeeded { $0.at < $1.at }
+    }
 }
+
+/// What changed among the sections: positions are section indices.
+public typealias SectionChanges = Changes<Int>
+
+/// What changed among the items: positions are index paths.
+public typealias ItemChanges = Changes<ItemPath>
 
 /// The minimal description of how one version of a collection becomes the next, in UIKit
 /// batch-update coordinates; `apply(to:)` is SPEC.md's normative client algorithm.
@@ -167,16 +117,8 @@ public struct Changeset: Hashable, Sendable {
 
     /// Puts every list in SPEC.md's order: `deleted` by old position, the others by new position.
     public mutating func sortLists() {
-        sections.deleted.sortIfNeeded { $0.index < $1.index }
-        sections.inserted.sortIfNeeded { $0.index < $1.index }
-        sections.moved.sortIfNeeded { $0.to < $1.to }
-        sections.updated.sortIfNeeded { $0.index < $1.index }
-        sections.reloaded.sortIfNeeded { $0.index < $1.index }
-        items.deleted.sortIfNeeded { $0.at < $1.at }
-        items.inserted.sortIfNeeded { $0.at < $1.at }
-        items.moved.sortIfNeeded { $0.to < $1.to }
-        items.updated.sortIfNeeded { $0.at < $1.at }
-        items.reloaded.sortIfNeeded { $0.at < $1.at }
+        sections.sortLists()
+        items.sortLists()
     }
 }
 

@@ -47,12 +47,12 @@ public enum Differ {
         {
             for index in new.sections.indices where old.sections[index].data != new.sections[index].data {
                 let section = new.sections[index]
-                changes.updated.append(.init(index: index, id: section.id, data: section.data))
+                changes.updated.append(.init(at: index, id: section.id, data: section.data))
             }
             return
         }
         for (index, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
-            changes.deleted.append(.init(index: index, id: section.id))
+            changes.deleted.append(.init(at: index, id: section.id))
         }
         var survivorsOld: [Int] = []
         var survivorsNew: [Int] = []
@@ -60,13 +60,13 @@ public enum Differ {
         survivorsNew.reserveCapacity(new.sections.count)
         for (index, section) in new.sections.enumerated() {
             guard let oldIndex = old.position(ofSection: section.id) else {
-                changes.inserted.append(.init(index: index, id: section.id, data: section.data))
+                changes.inserted.append(.init(at: index, id: section.id, data: section.data))
                 continue
             }
             survivorsOld.append(oldIndex)
             survivorsNew.append(index)
             if old.sections[oldIndex].data != section.data {
-                changes.updated.append(.init(index: index, id: section.id, data: section.data))
+                changes.updated.append(.init(at: index, id: section.id, data: section.data))
             }
         }
         let staying = longestIncreasingSubsequenceMembers(survivorsOld)
@@ -402,7 +402,7 @@ public enum Differ {
         let marks = hints.marks
         for id in marks.reloadedSections {
             if let index = new.position(ofSection: id) {
-                changeset.sections.reloaded.append(.init(index: index, id: id))
+                changeset.sections.reloaded.append(.init(at: index, id: id))
             }
         }
         for id in marks.reloadedItems {

@@ -225,7 +225,7 @@ public struct WindowTracker: Sendable {
         let listedUpdates = Set(changeset.items.updated.map(\.id))
         for (sectionIndex, section) in new.sections.enumerated() {
             if marks.reloadedSections.contains(section.id), old.position(ofSection: section.id) != nil {
-                changeset.sections.reloaded.append(.init(index: sectionIndex, id: section.id))
+                changeset.sections.reloaded.append(.init(at: sectionIndex, id: section.id))
             }
             for (itemIndex, item) in section.items.enumerated() where oldItems.contains(item.id) {
                 let path = ItemPath(sectionIndex, itemIndex)

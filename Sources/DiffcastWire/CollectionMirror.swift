@@ -165,44 +165,36 @@ public struct CollectionMirror: Sendable {
     /// A changeset event's `sections` and `items` as a `Changeset`.
     public static func changeset(_ event: JSONValue) throws(Divergence) -> Changeset {
         var changeset = Changeset()
-        let sections = event["sections"]
-        let items = event["items"]
-        for value in list(sections, "deleted") {
-            changeset.sections.deleted.append(.init(index: try int(value["index"]), id: try identifier(value["id"])))
-        }
-        for value in list(sections, "inserted") {
-            changeset.sections.inserted.append(
-                .init(index: try int(value["index"]), id: try identifier(value["id"]), data: value["data"]?.asData))
-        }
-        for value in list(sections, "moved") {
-            changeset.sections.moved.append(
-                .init(from: try int(value["from"]), to: try int(value["to"]), id: try identifier(value["id"])))
-        }
-        for value in list(sections, "updated") {
-            changeset.sections.updated.append(
-                .init(index: try int(value["index"]), id: try identifier(value["id"]), data: value["data"]?.asData))
-        }
-        for value in list(sections, "reloaded") {
-            changeset.sections.reloaded.append(.init(index: try int(value["index"]), id: try identifier(value["id"])))
-        }
-        for value in list(items, "deleted") {
-            changeset.items.deleted.append(.init(at: try path(value["at"]), id: try identifier(value["id"])))
-        }
-        for value in list(items, "inserted") {
-            changeset.items.inserted.append(
-                .init(at: try path(value["at"]), id: try identifier(value["id"]), data: value["data"]?.asData))
-        }
-        for value in list(items, "moved") {
-            changeset.items.moved.append(
-                .init(from: try path(value["from"]), to: try path(value["to"]), id: try identifier(value["id"])))
-        }
-        for value in list(items, "updated") {
-            changeset.items.updated.append(
-                .init(at: try path(value["at"]), id: try identifier(value["id"]), data: value["data"]?.asData))
-        }
-        for value in list(items, "reloaded") {
-            changeset.items.reloaded.append(.init(at: try path(value["at"]), id: try identifier(value["id"])))
-        }
+        changeset.sections = try changes(event["sections"], key: "index", position: int)
+        changeset.items = try changes(event["items"], key: "at", position: path)
         return changeset
+    }
+
+    /// One of a changeset's two lists, its positions under `key` (and a move's `from` and `to`)
+    /// read by `position`.
+    private static func changes<Position>(
+        _ value: JSONValue?, key: String, position: (JSONValue?) throws(Divergence) -> Position
+    ) throws(Divergence) -> Changes<Position> {
+        var changes = Changes<Position>()
+        for entry in list(value, "deleted") {
+            changes.deleted.append(.init(at: try position(entry[key]), id: try identifier(entry["id"])))
+        }
+        for entry in list(value, "inserted") {
+            changes.inserted.append(
+                .init(at: try position(entry[key]), id: try identifier(entry["id"]), data: entry["data"]?.asData))
+        }
+        for entry in list(value, "moved") {
+            changes.moved.append(
+                .init(from: try position(entry["from"]), to: try position(entry["to"]), id: try identifier(entry["id"]))
+            )
+        }
+        for entry in list(value, "updated") {
+            changes.updated.append(
+                .init(at: try position(entry[key]), id: try identifier(entry["id"]), data: entry["data"]?.asData))
+        }
+        for entry in list(value, "reloaded") {
+            changes.reloaded.append(.init(at: try position(entry[key]), id: try identifier(entry["id"])))
+        }
+        return changes
     }
 }

@@ -159,11 +159,11 @@ public enum WireEncoder {
         output.append(version)
         if !changeset.sections.isEmpty {
             output.appendRaw(",\"sections\":")
-            appendSectionChanges(changeset.sections, into: &output)
+            appendChanges(changeset.sections, into: &output)
         }
         if !changeset.items.isEmpty {
             output.appendRaw(",\"items\":")
-            appendItemChanges(changeset.items, into: &output)
+            appendChanges(changeset.items, into: &output)
         }
         if let window { appendWindow(window, into: &output) }
         output.appendRaw(",\"digest\":\"")
@@ -208,27 +208,21 @@ public enum WireEncoder {
         output.appendByte(UInt8(ascii: "]"))
     }
 
-    private static func appendPath(_ path: ItemPath, into output: inout JSONOutput) {
-        output.appendByte(UInt8(ascii: "["))
-        output.append(path.section)
-        output.appendByte(UInt8(ascii: ","))
-        output.append(path.item)
-        output.appendByte(UInt8(ascii: "]"))
-    }
-
-    private static func appendSectionChanges(_ changes: SectionChanges, into output: inout JSONOutput) {
+    /// One list of changes, sections' or items': `{"deleted":[…],"inserted":[…],…}` with each
+    /// position written as its kind says (`"index":N` or `"at":[S,I]`).
+    private static func appendChanges<Position: WirePosition>(
+        _ changes: Changes<Position>, into output: inout JSONOutput
+    ) {
         var first = true
         output.appendByte(UInt8(ascii: "{"))
         appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { deletion, out in
-            out.appendRaw("{\"index\":")
-            out.append(deletion.index)
+            Position.appendMember(deletion.at, into: &out)
             out.appendRaw(",\"id\":")
             out.append(identifier: deletion.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
-            out.appendRaw("{\"index\":")
-            out.append(insertion.index)
+            Position.appendMember(insertion.at, into: &out)
             out.appendRaw(",\"id\":")
             out.append(identifier: insertion.id)
             if let data = insertion.data {
@@ -239,16 +233,15 @@ public enum WireEncoder {
         }
         appendList("\"moved\"", changes.moved, first: &first, into: &output) { move, out in
             out.appendRaw("{\"from\":")
-            out.append(move.from)
+            Position.append(move.from, into: &out)
             out.appendRaw(",\"to\":")
-            out.append(move.to)
+            Position.append(move.to, into: &out)
             out.appendRaw(",\"id\":")
             out.append(identifier: move.id)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
-            out.appendRaw("{\"index\":")
-            out.append(update.index)
+            Position.appendMember(update.at, into: &out)
             out.appendRaw(",\"id\":")
             out.append(identifier: update.id)
             out.appendRaw(",\"data\":")
@@ -256,8 +249,7 @@ public enum WireEncoder {
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"reloaded\"", changes.reloaded, first: &first, into: &output) { reload, out in
-            out.appendRaw("{\"index\":")
-            out.append(reload.index)
+            Position.appendMember(reload.at, into: &out)
             out.appendRaw(",\"id\":")
             out.append(identifier: reload.id)
             out.appendByte(UInt8(ascii: "}"))
@@ -276,55 +268,6 @@ public enum WireEncoder {
             items.inserted.reduce(0) { $0 + ($1.data?.text.utf8.count ?? 0) }
             + items.updated.reduce(0) { $0 + ($1.data?.text.utf8.count ?? 4) }
         return 256 + 48 * listed + data
-    }
-
-    private static func appendItemChanges(_ changes: ItemChanges, into output: inout JSONOutput) {
-        var first = true
-        output.appendByte(UInt8(ascii: "{"))
-        appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { deletion, out in
-            out.appendRaw("{\"at\":")
-            appendPath(deletion.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: deletion.id)
-            out.appendByte(UInt8(ascii: "}"))
-        }
-        appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
-            out.appendRaw("{\"at\":")
-            appendPath(insertion.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: insertion.id)
-            if let data = insertion.data {
-                out.appendRaw(",\"data\":")
-                out.appendRaw(data)
-            }
-            out.appendByte(UInt8(ascii: "}"))
-        }
-        appendList("\"moved\"", changes.moved, first: &first, into: &output) { move, out in
-            out.appendRaw("{\"from\":")
-            appendPath(move.from, into: &out)
-            out.appendRaw(",\"to\":")
-            appendPath(move.to, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: move.id)
-            out.appendByte(UInt8(ascii: "}"))
-        }
-        appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
-            out.appendRaw("{\"at\":")
-            appendPath(update.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: update.id)
-            out.appendRaw(",\"data\":")
-            out.append(data: update.data)
-            out.appendByte(UInt8(ascii: "}"))
-        }
-        appendList("\"reloaded\"", changes.reloaded, first: &first, into: &output) { reload, out in
-            out.appendRaw("{\"at\":")
-            appendPath(reload.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: reload.id)
-            out.appendByte(UInt8(ascii: "}"))
-        }
-        output.appendByte(UInt8(ascii: "}"))
     }
 }
 
@@ -358,5 +301,40 @@ extension Window {
         case .anchor(let id, let before, let after):
             ["anchor": .string(id.text), "before": .number(String(before)), "after": .number(String(after))]
         }
+    }
+}
+
+/// How a change's position is written: a section's as `"index":N`, an item's as `"at":[S,I]`
+/// (SPEC.md's changeset lists).
+protocol WirePosition: Hashable, Sendable, Comparable {
+    /// `{"index":N` or `{"at":[S,I]`: a change's opening and its position.
+    static func appendMember(_ position: Self, into output: inout JSONOutput)
+    /// The position's value alone (a move's `from` and `to`).
+    static func append(_ position: Self, into output: inout JSONOutput)
+}
+
+extension Int: WirePosition {
+    static func appendMember(_ position: Int, into output: inout JSONOutput) {
+        output.appendRaw("{\"index\":")
+        output.append(position)
+    }
+
+    static func append(_ position: Int, into output: inout JSONOutput) {
+        output.append(position)
+    }
+}
+
+extension ItemPath: WirePosition {
+    static func appendMember(_ position: ItemPath, into output: inout JSONOutput) {
+        output.appendRaw("{\"at\":")
+        append(position, into: &output)
+    }
+
+    static func append(_ position: ItemPath, into output: inout JSONOutput) {
+        output.appendByte(UInt8(ascii: "["))
+        output.append(position.section)
+        output.appendByte(UInt8(ascii: ","))
+        output.append(position.item)
+        output.appendByte(UInt8(ascii: "]"))
     }
 }

@@ -78,15 +78,15 @@ enum Text {
     ) -> [String] {
         var lines: [String] = []
         let sections = changeset.sections
-        for entry in sections.deleted { lines.append(style.red("- section \(entry.id) [\(entry.index)]")) }
+        for entry in sections.deleted { lines.append(style.red("- section \(entry.id) [\(entry.at)]")) }
         for entry in sections.inserted {
-            lines.append(style.green("+ section \(entry.id) [\(entry.index)]\(data(entry.data))"))
+            lines.append(style.green("+ section \(entry.id) [\(entry.at)]\(data(entry.data))"))
         }
         for entry in sections.moved { lines.append(style.cyan("↕ section \(entry.id) [\(entry.from)]→[\(entry.to)]")) }
         for entry in sections.updated {
-            lines.append(style.yellow("~ section \(entry.id) [\(entry.index)]\(data(entry.data))"))
+            lines.append(style.yellow("~ section \(entry.id) [\(entry.at)]\(data(entry.data))"))
         }
-        for entry in sections.reloaded { lines.append(style.yellow("⟳ section \(entry.id) [\(entry.index)]")) }
+        for entry in sections.reloaded { lines.append(style.yellow("⟳ section \(entry.id) [\(entry.at)]")) }
         let items = changeset.items
         for entry in items.deleted { lines.append(style.red("- \(entry.at) \(entry.id)")) }
         for entry in items.inserted { lines.append(style.green("+ \(entry.at) \(entry.id)\(data(entry.data))")) }

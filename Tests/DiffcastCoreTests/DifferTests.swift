@@ -104,7 +104,7 @@ import Testing
         let changes = document.changeset(since: base)
         #expect(changes.items.reloaded == [.init(at: ItemPath(0, 0), id: "a2")])
         #expect(changes.items.updated == [.init(at: ItemPath(0, 1), id: "a1", data: nil)])
-        #expect(changes.sections.reloaded == [.init(index: 0, id: "A")])
+        #expect(changes.sections.reloaded == [.init(at: 0, id: "A")])
     }
 
     @Test func itemsOfADeletedSectionAreNotListedUnlessTheyMoveOut() throws {
@@ -113,7 +113,7 @@ import Testing
         try document.apply(.moveItem("a2", anchor: .after("b1")))
         try document.apply(.deleteSections(["A"]))
         let changes = document.changeset(since: base)
-        #expect(changes.sections.deleted == [.init(index: 0, id: "A")])
+        #expect(changes.sections.deleted == [.init(at: 0, id: "A")])
         #expect(changes.items.deleted.isEmpty)
         #expect(changes.items.moved == [.init(from: ItemPath(0, 1), to: ItemPath(0, 1), id: "a2")])
     }

@@ -63,11 +63,11 @@ public enum StrictApplier {
     {
         let sections = changeset.sections
         let items = changeset.items
-        try ascending(sections.deleted.map(\.index), "sections.deleted")
-        try ascending(sections.inserted.map(\.index), "sections.inserted")
+        try ascending(sections.deleted.map(\.at), "sections.deleted")
+        try ascending(sections.inserted.map(\.at), "sections.inserted")
         try ascending(sections.moved.map(\.to), "sections.moved")
-        try ascending(sections.updated.map(\.index), "sections.updated")
-        try ascending(sections.reloaded.map(\.index), "sections.reloaded")
+        try ascending(sections.updated.map(\.at), "sections.updated")
+        try ascending(sections.reloaded.map(\.at), "sections.reloaded")
         try ascending(items.deleted.map { [$0.at.section, $0.at.item] }, "items.deleted")
         try ascending(items.inserted.map { [$0.at.section, $0.at.item] }, "items.inserted")
         try ascending(items.moved.map { [$0.to.section, $0.to.item] }, "items.moved")
@@ -104,10 +104,10 @@ public enum StrictApplier {
         var sectionOuts: [Int] = []
         var movedSections: [[UInt8]: PlainSection] = [:]
         for deletion in sections.deleted {
-            guard state.indices.contains(deletion.index), state[deletion.index].id == bytes(deletion.id) else {
-                throw OracleViolation("sections.deleted \(deletion.index) does not hold \(deletion.id)")
+            guard state.indices.contains(deletion.at), state[deletion.at].id == bytes(deletion.id) else {
+                throw OracleViolation("sections.deleted \(deletion.at) does not hold \(deletion.id)")
             }
-            sectionOuts.append(deletion.index)
+            sectionOuts.append(deletion.at)
         }
         for move in sections.moved {
             guard state.indices.contains(move.from), state[move.from].id == bytes(move.id) else {
@@ -123,7 +123,7 @@ public enum StrictApplier {
         for index in sectionOuts { state.remove(at: index) }
         // 3. Sections in: inserted and moved, merged in the order given (both ascending).
         var sectionIns = sections.inserted.map {
-            ($0.index, PlainSection(id: bytes($0.id), data: bytes($0.data), items: []))
+            ($0.at, PlainSection(id: bytes($0.id), data: bytes($0.data), items: []))
         }
         for move in sections.moved {
             sectionIns.append((move.to, movedSections[bytes(move.id)] ?? PlainSection(id: [], data: nil, items: [])))
@@ -149,13 +149,13 @@ public enum StrictApplier {
         }
         // 5. Data.
         for update in sections.updated {
-            guard state.indices.contains(update.index), state[update.index].id == bytes(update.id) else {
-                throw OracleViolation("sections.updated \(update.index) does not hold \(update.id)")
+            guard state.indices.contains(update.at), state[update.at].id == bytes(update.id) else {
+                throw OracleViolation("sections.updated \(update.at) does not hold \(update.id)")
             }
-            guard state[update.index].data != bytes(update.data) else {
+            guard state[update.at].data != bytes(update.data) else {
                 throw OracleViolation("sections.updated \(update.id) repeats its data")
             }
-            state[update.index].data = bytes(update.data)
+            state[update.at].data = bytes(update.data)
         }
         let insertedIDs = Set(items.inserted.map { bytes($0.id) })
         for update in items.updated {

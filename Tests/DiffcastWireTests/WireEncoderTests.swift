@@ -18,7 +18,7 @@ import Testing
 
     @Test func deletionsNameTheirIdentifiers() {
         var changeset = Changeset()
-        changeset.sections.deleted = [.init(index: 2, id: "old")]
+        changeset.sections.deleted = [.init(at: 2, id: "old")]
         changeset.items.deleted = [.init(at: ItemPath(0, 3), id: Identifier(integerText: "7"))]
         let line = text(
             WireEncoder.changesetEvent(
@@ -31,7 +31,7 @@ import Testing
     @Test func changesetEventsLeaveOutEmptyLists() throws {
         var changeset = Changeset()
         changeset.items.updated = [.init(at: ItemPath(0, 1), id: "t1", data: JSONText(canonical: "{\"likes\":2}"))]
-        changeset.sections.reloaded = [.init(index: 0, id: "s")]
+        changeset.sections.reloaded = [.init(at: 0, id: "s")]
         let line = text(
             WireEncoder.changesetEvent(
                 collection: "feed", epoch: "e", from: 4, to: 5, changeset: changeset, digest: Digest(of: Snapshot())))
