@@ -150,7 +150,7 @@ extension Server {
     func respond(_ address: ResponseAddress, _ bytes: SharedBytes, after mark: VersionMark? = nil) {
         guard let connection = connections[address.connection] else { return }
         connection.answer(slot: address.slot, bytes, after: mark)
-        answered.insert(connection.id)
+        dirty.insert(connection.id)
     }
 
     func queue(_ event: SharedBytes, to connection: Connection) {

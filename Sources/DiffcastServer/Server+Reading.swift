@@ -296,7 +296,6 @@ extension Server {
             removeSubscription(of: connection, to: name, tellingTheEngine: true)
         }
         dirty.remove(connection.id)
-        answered.remove(connection.id)
         uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
     }
 

@@ -10,24 +10,18 @@ import Logging
 extension Server {
     // MARK: - Writing
 
-    /// Writes what every dirty connection queued, answered connections first.
     func flushDirty() {
         repeat {
-            for id in answered { flush(id) }
-            dirty.subtract(answered)
-            answered.removeAll(keepingCapacity: true)
-            for id in dirty { flush(id) }
+            for id in dirty {
+                guard let connection = connections[id] else { continue }
+                startWrite(connection)
+                resumeReadingIfDrained(connection)
+                finishIfDone(connection)
+            }
             dirty.removeAll(keepingCapacity: true)
             // Connections that drained may have asked for catch-ups.
             submitPendingJobs()
-        } while !dirty.isEmpty || !answered.isEmpty
-    }
-
-    private func flush(_ id: ConnectionID) {
-        guard let connection = connections[id] else { return }
-        startWrite(connection)
-        resumeReadingIfDrained(connection)
-        finishIfDone(connection)
+        } while !dirty.isEmpty
     }
 
     /// Writes everything queued, unless a write is already in flight (its completion starts

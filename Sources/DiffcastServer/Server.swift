@@ -26,11 +26,7 @@ public final class Server {
     var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
-    /// Connections with something queued to write. Those that were answered are written first
-    /// (`flushDirty`): a writer waiting for its answer goes on while the loop writes the events
-    /// of its write to the subscribers.
     var dirty: Set<ConnectionID> = []
-    var answered: Set<ConnectionID> = []
     /// Frames the WebSocket text frames that events go out in (`FramedEvent`).
     let webSocketFramer = WebSocketCodec(maximumMessageBytes: 1)
     /// The buffer descriptors of the write being started, kept to be reused.
