@@ -12,7 +12,10 @@ let package = Package(
         // so `swift build` here is unaffected): a package sees another's modules only as products.
         .library(
             name: "DiffcastFuzzing",
-            targets: ["DiffcastWire", "DiffcastHTTP", "DiffcastServer", "DiffcastBackbone", "DiffcastConfiguration"]
+            targets: [
+                "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastBackbone",
+                "DiffcastConfiguration",
+            ]
         ),
     ],
     dependencies: [
@@ -41,6 +44,8 @@ let package = Package(
             pkgConfig: "libnats",
             providers: [.apt(["libnats-dev"])]
         ),
+        // POSIX and glibc helpers Swift's Glibc does not reach, apart from libuv's module.
+        .systemLibrary(name: "CSystem"),
         // The commit a binary was built from (a C define that `make` sets; "unknown" otherwise).
         .target(name: "CBuildInfo"),
         .target(name: "DiffcastCore"),
@@ -51,10 +56,23 @@ let package = Package(
         // A client of the daemon: a connection (pipelined requests, events), and a follower that
         // keeps verified mirrors of collections across divergences and reconnects.
         .target(name: "DiffcastClient", dependencies: ["DiffcastCore", "DiffcastWire"]),
+        // The single source of truth without I/O: jobs in, outcomes out (responses, events, log
+        // records); the shared log's side of a batch, and the backbone it needs, as a protocol.
+        .target(
+            name: "DiffcastEngine",
+            dependencies: ["DiffcastCore", "DiffcastWire", "CSystem", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The state directory: the write-ahead log and checkpoints, recovered into an engine.
+        .target(
+            name: "DiffcastStorage",
+            dependencies: ["DiffcastCore", "DiffcastWire", "DiffcastEngine", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The libuv edge: listeners, connections and their transports, the apply queue's thread,
+        // fan-out to subscribers, supervision (systemd, SIGHUP, metrics).
         .target(
             name: "DiffcastServer",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "CLibUV",
+                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "CLibUV", "CSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
@@ -64,20 +82,21 @@ let package = Package(
         .target(
             name: "DiffcastBackbone",
             dependencies: [
-                "DiffcastServer", "DiffcastWire", "CNATS", .product(name: "Logging", package: "swift-log"),
+                "DiffcastEngine", "DiffcastWire", "CNATS", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "DiffcastConfiguration",
             dependencies: [
-                "DiffcastServer", .product(name: "Yams", package: "Yams"),
+                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "diffcastd",
             dependencies: [
-                "DiffcastServer", "DiffcastConfiguration", "DiffcastBackbone", "CBuildInfo",
+                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastConfiguration", "DiffcastBackbone",
+                "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -92,20 +111,20 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastServer",
+                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"
         ),
         .target(
-            name: "BenchmarkFixtures", dependencies: ["DiffcastServer", "DiffcastWire"],
+            name: "BenchmarkFixtures", dependencies: ["DiffcastEngine", "DiffcastWire"],
             path: "Benchmarks/BenchmarkFixtures"),
         // Allocations per version (`make bench BENCH=allocations`), counted by a malloc family
         // that stands in front of glibc's in this executable only.
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
         .executableTarget(
             name: "DiffcastAllocations",
-            dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastServer", "DiffcastWire"],
+            dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastEngine", "DiffcastWire"],
             path: "Benchmarks/DiffcastAllocations"
         ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a
@@ -121,12 +140,26 @@ let package = Package(
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [
-                "DiffcastServer", "DiffcastWire", "DiffcastTestSupport", "DiffcastTestDaemon",
+                "DiffcastServer", "DiffcastEngine", "DiffcastStorage", "DiffcastWire", "DiffcastTestSupport",
+                "DiffcastTestDaemon",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "DiffcastEngineTests",
+            dependencies: [
+                "DiffcastEngine", "DiffcastWire", "DiffcastTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "DiffcastStorageTests",
+            dependencies: [
+                "DiffcastStorage", "DiffcastEngine", "DiffcastWire", "DiffcastTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon"]),
-        .testTarget(name: "DiffcastBackboneTests", dependencies: ["DiffcastBackbone", "DiffcastServer"]),
+        .testTarget(name: "DiffcastBackboneTests", dependencies: ["DiffcastBackbone", "DiffcastEngine"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -25,7 +25,7 @@ unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.
 accept-unknown-keys|Sources/DiffcastWire/RequestDecoder.swift|        for member in object.members where !allowed|        for member in object.members where Bool(false) && !allowed|DiffcastWireTests
 escaped-slash-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|                decoded.append(byte)\n                return false|                decoded.append(byte)\n                return true|DiffcastWireTests
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
-shared-response-ignores-id|Sources/DiffcastServer/ApplyEngine.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
+shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests
@@ -33,16 +33,16 @@ digest-prefix-outlives-change|Sources/DiffcastCore/ItemList.swift|        curren
 shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            chunks[index].id == other.chunks[otherIndex].id\n                && chunks[index].revision == other.chunks[otherIndex].revision|            chunks[index].id == other.chunks[otherIndex].id|DiffcastCoreTests
 chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = .empty\n                digestedCount = 0\n|\n|DiffcastCoreTests
 response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests
-skip-log-fsync|Sources/DiffcastServer/Persistence/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
-corruption-taken-for-torn-tail|Sources/DiffcastServer/Persistence/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
+skip-log-fsync|Sources/DiffcastStorage/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
+corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
 transaction-undo-forgets-ids|Sources/DiffcastCore/Document.swift|            case .removed(let id, let chunk): directory.add(id, chunk: chunk)|            case .removed: break|DiffcastCoreTests|DiskFullTests
 directory-collisions-merged|Sources/DiffcastCore/ItemDirectory.swift|        if !overflow.isEmpty, let chunk = overflow[id] { return chunk }|        if Bool(false), let chunk = overflow[id] { return chunk }|DiffcastCoreTests
 directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {|            if Bool(false) {|DiffcastCoreTests
 full-diff-claims-twice|Sources/DiffcastCore/Differ.swift|                claimed[rank] = true|                claimed[rank] = false|DiffcastCoreTests
 unmoved-sections-data-unseen|Sources/DiffcastCore/Differ.swift|            for index in new.sections.indices where old.sections[index].data != new.sections[index].data {|            for index in new.sections.indices where Bool(false) {|DiffcastCoreTests
-own-log-messages-applied-again|Sources/DiffcastServer/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests
-fenced-batch-kept|Sources/DiffcastServer/SharedLogApplier.swift|            engine.rollBackLastBatch()\n            backbone.release(name)\n            return nil|            _ = engine.commitLastBatch()\n            backbone.release(name)\n            return produced|SharedLogApplierTests
-unpersisted-batch-kept|Sources/DiffcastServer/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
+own-log-messages-applied-again|Sources/DiffcastEngine/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests
+fenced-batch-kept|Sources/DiffcastEngine/SharedLogApplier.swift|            engine.rollBackLastBatch()\n            backbone.release(name)\n            return nil|            _ = engine.commitLastBatch()\n            backbone.release(name)\n            return produced|SharedLogApplierTests
+unpersisted-batch-kept|Sources/DiffcastEngine/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
 drop-open-to-every-peer|Sources/DiffcastServer/Server+Reading.swift|        case .write, .drop: list = configuration.publishers\n        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers\n        case .ping, .auth, .unsubscribe: return true|        case .write: list = configuration.publishers\n        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers\n        case .ping, .auth, .unsubscribe, .drop: return true|AccessTests
 reads-checked-against-publishers|Sources/DiffcastServer/Server+Reading.swift|        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers|        case .get, .subscribe, .window, .list, .stats: list = configuration.publishers|AccessTests
 subscribe-open-to-every-peer|Sources/DiffcastServer/Server+Reading.swift|        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers\n        case .ping, .auth, .unsubscribe: return true|        case .get, .window, .list, .stats: list = configuration.subscribers\n        case .ping, .auth, .unsubscribe, .subscribe: return true|AccessTests
@@ -52,16 +52,16 @@ window-anchor-passes-backwards-first|Sources/DiffcastCore/Window.swift|         
 window-marks-ignored|Sources/DiffcastCore/Window.swift|marksMayTouch(marks, document, newRange) else { return nil }|Bool(false) else { return nil }|WindowTests
 window-whole-chunk-digest-skipped|Sources/DiffcastCore/Window.swift|                    part.append(current.digest)|                    part.append(.empty)|WindowTests
 window-touched-item-ignored|Sources/DiffcastCore/Window.swift|            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }|            let inside = touched.isEmpty|WindowTests
-window-undo-forgotten|Sources/DiffcastServer/CollectionState.swift|        windows = saved.windows\n|\n|ApplyEngineTests
-window-group-per-subscriber|Sources/DiffcastServer/WindowGroups.swift|        if let existing = byKey[tracker.key], groups[existing] != nil {|        if Bool(false), let existing = byKey[tracker.key] {|ApplyEngineTests
-window-catch-up-from-current-view|Sources/DiffcastServer/ApplyEngine.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
-poison-log-message-applied|Sources/DiffcastServer/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
-skipped-log-message-keeps-position|Sources/DiffcastServer/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
-forged-snapshot-adopted|Sources/DiffcastServer/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
-forwarded-answer-holds-back|Sources/DiffcastServer/SharedLogApplier.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
-forwarded-answer-past-log-end|Sources/DiffcastServer/SharedLogApplier.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
-state-directory-unlocked|Sources/DiffcastServer/Persistence/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
-checkpoint-forgets-history|Sources/DiffcastServer/Persistence/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
+window-undo-forgotten|Sources/DiffcastEngine/CollectionState.swift|        windows = saved.windows\n|\n|ApplyEngineTests
+window-group-per-subscriber|Sources/DiffcastEngine/WindowGroups.swift|        if let existing = byKey[tracker.key], groups[existing] != nil {|        if Bool(false), let existing = byKey[tracker.key] {|ApplyEngineTests
+window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
+poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
+skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
+forged-snapshot-adopted|Sources/DiffcastEngine/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
+forwarded-answer-holds-back|Sources/DiffcastEngine/SharedLogApplier.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
+forwarded-answer-past-log-end|Sources/DiffcastEngine/SharedLogApplier.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
+state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
+checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
 EOF
 )
 

@@ -1,4 +1,4 @@
-import DiffcastServer
+import DiffcastEngine
 import DiffcastWire
 
 /// Engines and jobs the in-process benchmarks share (`DiffcastBenchmarks`, and

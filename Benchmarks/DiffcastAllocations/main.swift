@@ -1,6 +1,6 @@
 import BenchmarkFixtures
 import CMallocCounter
-import DiffcastServer
+import DiffcastEngine
 import DiffcastWire
 import Foundation
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BenchmarkFixtures
 import DiffcastCore
-import DiffcastServer
+import DiffcastEngine
 import DiffcastWire
 import Foundation
 

@@ -1,4 +1,4 @@
-import DiffcastServer
+import DiffcastEngine
 import DiffcastWire
 
 /// A forwarded batch's reply on the wire: a JSON header line (`{"sequence":N}`,

@@ -1,6 +1,6 @@
 import CNATS
 import DiffcastCore
-import DiffcastServer
+import DiffcastEngine
 import DiffcastWire
 import Dispatch
 import Glibc

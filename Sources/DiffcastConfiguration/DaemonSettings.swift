@@ -1,4 +1,6 @@
+import DiffcastEngine
 import DiffcastServer
+import DiffcastStorage
 import Logging
 import Yams
 

@@ -1,5 +1,8 @@
+import CSystem
 import CLibUV
 import DiffcastCore
+import DiffcastEngine
+import DiffcastStorage
 import Dispatch
 import Logging
 
@@ -69,7 +72,7 @@ public final class ApplyQueue: Sendable {
         self.onPersistenceFailure = onPersistenceFailure
         self.coalesceWindow = coalesceWindowMilliseconds > 0 ? .milliseconds(coalesceWindowMilliseconds) : nil
         self.metrics = metrics
-        store?.metrics = metrics
+        if let metrics { store?.recordSyncDuration = { metrics.logSyncSeconds.record($0) } }
         if let store, store.options.sync == .interval {
             let timer = DispatchSource.makeTimerSource(queue: worker)
             let interval = DispatchTimeInterval.milliseconds(store.options.syncIntervalMilliseconds)
@@ -319,13 +322,5 @@ extension Job {
         case .write, .drop: return true
         default: return false
         }
-    }
-}
-
-extension Array {
-    mutating func swapAndClear() -> [Element] {
-        var taken: [Element] = []
-        swap(&taken, &self)
-        return taken
     }
 }

@@ -1,3 +1,4 @@
+import DiffcastEngine
 import DiffcastHTTP
 
 /// One event line and the bytes each transport sends it as, built the first time a subscriber

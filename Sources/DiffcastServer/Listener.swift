@@ -1,3 +1,4 @@
+import CSystem
 import CLibUV
 import Glibc
 

@@ -1,5 +1,6 @@
 import CLibUV
 import DiffcastCore
+import DiffcastEngine
 
 /// Carries outcomes from the apply queue's thread to the loop thread: a locked list plus
 /// `uv_async_send`, whose wake-ups coalesce, so the loop takes everything queued at each wake.

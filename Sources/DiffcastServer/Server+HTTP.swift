@@ -1,3 +1,4 @@
+import DiffcastEngine
 import DiffcastHTTP
 import DiffcastWire
 

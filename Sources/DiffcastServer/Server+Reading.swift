@@ -1,5 +1,6 @@
 import CLibUV
 import DiffcastCore
+import DiffcastEngine
 import DiffcastHTTP
 import DiffcastWire
 import Glibc

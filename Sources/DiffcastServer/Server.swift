@@ -1,5 +1,8 @@
+import CSystem
 import CLibUV
 import DiffcastCore
+import DiffcastEngine
+import DiffcastStorage
 import DiffcastHTTP
 import DiffcastWire
 import Glibc

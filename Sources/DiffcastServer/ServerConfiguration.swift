@@ -1,3 +1,4 @@
+import DiffcastEngine
 import DiffcastWire
 
 /// Everything the server needs to run, already validated (the executable reads it from the

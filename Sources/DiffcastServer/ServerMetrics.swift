@@ -1,3 +1,4 @@
+import DiffcastEngine
 import Prometheus
 
 /// The daemon's Prometheus metrics: what a service owner graphs and alerts on. Made only when

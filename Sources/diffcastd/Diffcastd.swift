@@ -2,7 +2,9 @@ import ArgumentParser
 import CBuildInfo
 import DiffcastBackbone
 import DiffcastConfiguration
+import DiffcastEngine
 import DiffcastServer
+import DiffcastStorage
 import Foundation
 import Logging
 

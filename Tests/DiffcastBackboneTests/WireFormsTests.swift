@@ -1,4 +1,4 @@
-import DiffcastServer
+import DiffcastEngine
 import Testing
 
 @testable import DiffcastBackbone

@@ -1,6 +1,7 @@
 import CFuzzerDriver
 import DiffcastCore
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 import DiffcastWire
 import Logging
 

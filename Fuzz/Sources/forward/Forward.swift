@@ -1,6 +1,7 @@
 import DiffcastCore
 @testable import DiffcastBackbone
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 import DiffcastWire
 import FuzzSupport
 

@@ -1,5 +1,6 @@
 import DiffcastCore
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 import DiffcastWire
 import FuzzSupport
 

@@ -1,6 +1,7 @@
 @testable import DiffcastBackbone
 import DiffcastCore
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 import DiffcastWire
 import FuzzSupport
 

@@ -246,7 +246,7 @@ public final class ApplyEngine {
     }
 
     /// Restores a collection with its earlier versions (oldest first), for catch-ups.
-    func restore(
+    package func restore(
         collection name: String, epoch: String, version: UInt64, sections: [SectionOutline],
         history: VersionHistory
     ) throws {

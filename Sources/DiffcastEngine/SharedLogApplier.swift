@@ -1,4 +1,4 @@
-import CLibUV
+import CSystem
 import DiffcastCore
 import DiffcastWire
 import Logging
@@ -9,7 +9,7 @@ import Logging
 /// before answering it. A write that reaches a daemon that does not own its collection is
 /// forwarded to the owner, and answered once this daemon has applied the owner's log through
 /// that write. Runs on the apply worker only.
-final class SharedLogApplier {
+public final class SharedLogApplier {
     private let engine: ApplyEngine
     private let backbone: Backbone
     private let logger: Logger
@@ -32,14 +32,14 @@ final class SharedLogApplier {
     private static let logWaitMilliseconds = 5_000
     /// Forwarded requests are answered through this connection number, which the loop never
     /// gives out.
-    static let forwardedConnection: ConnectionID = 0
+    public static let forwardedConnection: ConnectionID = 0
 
     /// Log messages of a collection between two of its snapshots (taken by its owner).
     private let snapshotEvery: Int
     /// Messages this daemon appended to each collection's log since its last snapshot.
     private var messagesSinceSnapshot: [String: Int] = [:]
 
-    init(engine: ApplyEngine, backbone: Backbone, node: String, snapshotEvery: Int, logger: Logger) {
+    public init(engine: ApplyEngine, backbone: Backbone, node: String, snapshotEvery: Int, logger: Logger) {
         self.engine = engine
         self.backbone = backbone
         self.node = node
@@ -49,7 +49,7 @@ final class SharedLogApplier {
 
     /// Takes every collection's snapshot, then applies the log through its end at start: the
     /// daemon serves once this returns.
-    func join(_ start: BackboneStart) -> [Outcome] {
+    public func join(_ start: BackboneStart) -> [Outcome] {
         for bytes in start.snapshots {
             guard let snapshot = SharedLogSnapshot(decoding: bytes) else {
                 logger.error("a shared-log snapshot does not decode or its digest does not match; skipped")
@@ -82,14 +82,14 @@ final class SharedLogApplier {
     }
 
     /// Leaves the backbone: its leases go, so that other daemons take over at once.
-    func stop() {
+    public func stop() {
         backbone.stop()
     }
 
     /// One drain of the apply queue: what arrived from the backbone, then the loop's jobs, a
     /// collection at a time (each collection's jobs in order; `list`, `stats` and new limits
     /// see every job before them).
-    func run(_ jobs: [Job]) -> [Outcome] {
+    public func run(_ jobs: [Job]) -> [Outcome] {
         serveArrivals()
         var groups: [(collection: String?, jobs: [Job])] = []
         var index: [String: Int] = [:]

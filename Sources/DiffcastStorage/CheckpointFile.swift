@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastEngine
 import DiffcastWire
 
 /// The checkpoint file: every collection (epoch, version, sections, items, data) as JSON,

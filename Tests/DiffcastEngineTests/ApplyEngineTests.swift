@@ -2,7 +2,7 @@ import DiffcastCore
 import DiffcastWire
 import Testing
 
-@testable import DiffcastServer
+@testable import DiffcastEngine
 
 @Suite struct ApplyEngineTests {
     private func job(_ line: String, connection: ConnectionID = 1, slot: UInt64) throws -> Job {

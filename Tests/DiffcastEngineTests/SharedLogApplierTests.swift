@@ -3,7 +3,7 @@ import DiffcastWire
 import Logging
 import Testing
 
-@testable import DiffcastServer
+@testable import DiffcastEngine
 
 /// The shared-log logic without NATS: several daemons' appliers over an in-memory model of what
 /// JetStream gives the real backbone (one log with per-collection expected-last-sequence appends,

@@ -3,7 +3,8 @@ import Foundation
 import Logging
 import Testing
 
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 
 /// Regressions from the fuzz targets (Fuzz/regressions): a version, sequence or generation of
 /// 2^64 − 1 in a checkpoint or a log record was taken, and the next write (or the recovery)

@@ -96,7 +96,7 @@ extension UInt64 {
     /// 2^63 − 1, so that counting on from it can never overflow (no daemon counts that far; a
     /// larger one is damage, or someone else's message). The fuzz targets found each place where
     /// 2^64 − 1 trapped the next write or the recovery.
-    init?(counter text: String) {
+    package init?(counter text: String) {
         guard let value = UInt64(text), value <= UInt64(Int64.max) else { return nil }
         self = value
     }

@@ -35,6 +35,11 @@ public enum Job: Sendable {
 public struct VersionMark: Sendable, Hashable {
     public var collection: String
     public var version: UInt64
+
+    public init(collection: String, version: UInt64) {
+        self.collection = collection
+        self.version = version
+    }
 }
 
 /// Results the apply queue hands back to the loop, in the order they must take effect.
@@ -89,6 +94,8 @@ public struct ApplyStatistics: Sendable {
     public var logSyncs: UInt64 = 0
     /// With a backbone: where this daemon stands among the others.
     public var backbone: BackboneStatistics?
+
+    public init() {}
 }
 
 /// A daemon's place in a backbone, for `stats`.

@@ -4,7 +4,8 @@ import Foundation
 import Logging
 import Testing
 
-@testable import DiffcastServer
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 
 #if canImport(Glibc)
     import Glibc

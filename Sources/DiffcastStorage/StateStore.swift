@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastEngine
 import DiffcastWire
 import Glibc
 import Logging
@@ -38,8 +39,8 @@ public final class StateStore {
     }
 
     let directory: String
-    let options: Options
-    let logger: Logger
+    public let options: Options
+    package let logger: Logger
     private var generation: UInt64 = 1
     private var nextSequence: UInt64 = 1
     private var logDescriptor: Int32 = -1
@@ -54,8 +55,8 @@ public final class StateStore {
     /// fdatasync calls on the log so far (for `stats`: with `--sync always`, at least one per
     /// acknowledged batch).
     public private(set) var syncs: UInt64 = 0
-    /// Where fsync latencies go, when metrics are on.
-    var metrics: ServerMetrics?
+    /// Called with each log sync's duration, when metrics are on.
+    public var recordSyncDuration: (@Sendable (Duration) -> Void)?
 
     private var checkpointPath: String { directory + "/checkpoint.json" }
     private func logPath(_ generation: UInt64) -> String { directory + "/wal-\(generation).log" }
@@ -320,7 +321,7 @@ public final class StateStore {
     private func syncLog(path: String) throws {
         let started = ContinuousClock.now
         try FileIO.sync(logDescriptor, path: path)
-        metrics?.logSyncSeconds.record(ContinuousClock.now - started)
+        recordSyncDuration?(ContinuousClock.now - started)
         syncs += 1
         lastSync = ContinuousClock.now
         hasUnsyncedRecords = false
