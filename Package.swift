@@ -13,7 +13,8 @@ let package = Package(
         .library(
             name: "DiffcastFuzzing",
             targets: [
-                "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastBackbone",
+                "DiffcastWire", "DiffcastClient", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastServer",
+                "DiffcastBackbone",
                 "DiffcastConfiguration",
             ]
         ),
@@ -140,15 +141,16 @@ let package = Package(
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [
-                "DiffcastServer", "DiffcastEngine", "DiffcastStorage", "DiffcastWire", "DiffcastTestSupport",
-                "DiffcastTestDaemon",
+                "DiffcastServer", "DiffcastEngine", "DiffcastStorage", "DiffcastWire", "DiffcastClient",
+                "DiffcastTestSupport", "DiffcastTestDaemon",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "DiffcastEngineTests",
             dependencies: [
-                "DiffcastEngine", "DiffcastWire", "DiffcastTestSupport", .product(name: "Logging", package: "swift-log"),
+                "DiffcastEngine", "DiffcastWire", "DiffcastClient", "DiffcastTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -158,7 +160,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon"]),
+        .testTarget(
+            name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastBackboneTests", dependencies: ["DiffcastBackbone", "DiffcastEngine"]),
     ],
     swiftLanguageModes: [.v6]

@@ -33,7 +33,7 @@ public struct SharedLogSnapshot: Sendable {
         guard let value = try? JSONParser.parse(bytes, maximumDepth: 1024), case .string(let name) = value["name"],
             case .number(let logText) = value["log"], let logSequence = UInt64(counter: logText),
             case .string(let epoch) = value["epoch"], case .number(let versionText) = value["version"],
-            let version = UInt64(counter: versionText), let sections = try? CollectionMirror.outline(value["sections"]),
+            let version = UInt64(counter: versionText), let sections = try? EventDecoder.outline(value["sections"]),
             case .string(let digest) = value["digest"], digest == Digest(of: sections).description
         else { return nil }
         self.name = name

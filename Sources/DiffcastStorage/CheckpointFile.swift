@@ -114,7 +114,7 @@ enum CheckpointFile {
             else { throw damaged("a collection without name, epoch or version") }
             let sections: [SectionOutline]
             do {
-                sections = try CollectionMirror.outline(raw["sections"])
+                sections = try EventDecoder.outline(raw["sections"])
             } catch {
                 throw damaged("\(name): \(error)")
             }
@@ -131,7 +131,7 @@ enum CheckpointFile {
                         past < version,
                         history.last.map({ $0.version < past }) ?? true,
                         case .string(let pastDigest) = event["digest"],
-                        let changeset = try? CollectionMirror.changeset(event),
+                        let changeset = try? EventDecoder.changeset(event),
                         let snapshot = try? changeset.apply(to: current), Digest(of: snapshot).description == pastDigest
                     else { throw damaged("\(name): an entry of its history does not rebuild its version") }
                     history.append((past, snapshot))

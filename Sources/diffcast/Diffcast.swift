@@ -221,7 +221,7 @@ struct Get: AsyncParsableCommand {
                     lines[0] += "  window \(window.canonicalText)"
                 }
                 do {
-                    lines += Text.outline(try CollectionMirror.outline(response["sections"]), style: style)
+                    lines += Text.outline(try EventDecoder.outline(response["sections"]), style: style)
                 } catch {
                     lines.append("(sections unreadable: \(error))")
                 }

@@ -1,3 +1,4 @@
+import DiffcastClient
 import DiffcastCore
 import DiffcastWire
 import Logging

@@ -1,3 +1,4 @@
+import DiffcastClient
 import DiffcastCore
 import DiffcastTestDaemon
 import DiffcastTestSupport
@@ -34,7 +35,7 @@ import Testing
         }
         #expect(version == writes.count)
         let state = try publisher.request("get feed")
-        #expect(try CollectionMirror.outline(state["sections"]) == mirror.sections)
+        #expect(try EventDecoder.outline(state["sections"]) == mirror.sections)
         #expect(mirror.sections.map(\.id) == ["today", "x"])
         #expect(mirror.sections[0].items.map(\.id) == ["t3", "t1", "t2"])
     }
@@ -48,7 +49,7 @@ import Testing
         var rng = SplitMix64(seed: 314)
         func state() throws -> (version: Int, plain: PlainState, digest: String?) {
             let got = try writer.request("get o")
-            let outline = try CollectionMirror.outline(got["sections"])
+            let outline = try EventDecoder.outline(got["sections"])
             let snapshot = Snapshot(
                 uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) })
             return (got["version"]?.int ?? -1, plain(snapshot), got["digest"]?.string)
@@ -95,7 +96,7 @@ import Testing
                     Issue.record("round \(round): an event to version \(to), which get never reported")
                     break
                 }
-                let changeset = try CollectionMirror.changeset(event)
+                let changeset = try EventDecoder.changeset(event)
                 do {
                     try checkStrictly(changeset, from: held.plain, to: expected)
                 } catch {

@@ -1,3 +1,4 @@
+import DiffcastClient
 import DiffcastCore
 import DiffcastTestDaemon
 import DiffcastTestSupport
@@ -63,7 +64,7 @@ import Testing
             #expect(
                 (state["version"]?.int ?? -1) >= ledger.lastVersion.withLock { $0 }, "cycle \(cycle): version went back"
             )
-            let sections = try CollectionMirror.outline(state["sections"])
+            let sections = try EventDecoder.outline(state["sections"])
             let sent = ledger.sent.withLock { $0 }
             let acknowledged = ledger.acknowledged.withLock { $0 }
             for writer in 0..<writers {

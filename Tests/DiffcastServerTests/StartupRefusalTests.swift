@@ -62,7 +62,7 @@ import Testing
         _ = first.stop(signal: SIGKILL)
         let restarted = try Daemon(arguments: arguments, socketPath: socketPath)
         let state = try Client(path: socketPath).request("get lock")
-        let held = try CollectionMirror.outline(state["sections"]).flatMap { $0.items.map(\.id.text) }
+        let held = try EventDecoder.outline(state["sections"]).flatMap { $0.items.map(\.id.text) }
         #expect(held == written)
         _ = restarted.stop()
     }

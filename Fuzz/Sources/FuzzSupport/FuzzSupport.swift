@@ -1,4 +1,5 @@
 import CFuzzerDriver
+import DiffcastClient
 import DiffcastCore
 @testable import DiffcastEngine
 @testable import DiffcastStorage

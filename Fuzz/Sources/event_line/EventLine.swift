@@ -1,3 +1,4 @@
+import DiffcastClient
 import DiffcastCore
 import DiffcastWire
 import FuzzSupport
@@ -19,7 +20,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let encoded = WireEncoder.changesetEvent(
             collection: "c", epoch: "e", from: before.version ?? 0, to: mirror.version ?? 0, changeset: changeset,
             digest: Digest(of: mirror.snapshot))
-        guard let value = try? JSONParser.parse(encoded), let again = try? CollectionMirror.changeset(value),
+        guard let value = try? JSONParser.parse(encoded), let again = try? EventDecoder.changeset(value),
             again == changeset
         else { Fuzz.failure("a changeset does not survive encoding: \(String(decoding: encoded, as: UTF8.self))") }
         var replay = before

@@ -1,5 +1,6 @@
 import DiffcastCore
 import DiffcastTestSupport
+import DiffcastClient
 import DiffcastWire
 import Testing
 
