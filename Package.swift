@@ -66,14 +66,17 @@ let package = Package(
         // The state directory: the write-ahead log and checkpoints, recovered into an engine.
         .target(
             name: "DiffcastStorage",
-            dependencies: ["DiffcastCore", "DiffcastWire", "DiffcastEngine", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "DiffcastCore", "DiffcastWire", "DiffcastEngine", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The libuv edge: listeners, connections and their transports, the apply queue's thread,
         // fan-out to subscribers, supervision (systemd, SIGHUP, metrics).
         .target(
             name: "DiffcastServer",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "CLibUV", "CSystem",
+                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "CLibUV",
+                "CSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]

@@ -1,5 +1,5 @@
-import CSystem
 import CLibUV
+import CSystem
 import DiffcastCore
 import DiffcastEngine
 import DiffcastStorage

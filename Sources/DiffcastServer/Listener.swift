@@ -1,5 +1,5 @@
-import CSystem
 import CLibUV
+import CSystem
 import Glibc
 
 /// Binds the daemon's listening sockets and hands accepted streams to the server.

@@ -1,5 +1,5 @@
-import CSystem
 import CLibUV
+import CSystem
 import Glibc
 
 /// Who is at the other end of a Unix socket, as the kernel says (`SO_PEERCRED`), with the

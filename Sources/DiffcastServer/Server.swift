@@ -1,9 +1,9 @@
-import CSystem
 import CLibUV
+import CSystem
 import DiffcastCore
 import DiffcastEngine
-import DiffcastStorage
 import DiffcastHTTP
+import DiffcastStorage
 import DiffcastWire
 import Glibc
 import Logging

@@ -1,6 +1,6 @@
+import DiffcastClient
 import DiffcastCore
 import DiffcastTestSupport
-import DiffcastClient
 import DiffcastWire
 import Foundation
 import Testing
