@@ -102,12 +102,12 @@ struct WindowBenchmark: ParsableCommand {
         for case .subscribed(_, _, _, let event?, _, _) in engine.process([
             try Fixtures.job("subscribe c", 1, connection: 1)
         ]) {
-            whole += event.count
+            whole += event.bytes.count
         }
         for case .subscribed(_, _, _, let event?, _, _) in engine.process([
             try Fixtures.job("subscribe c {\"window\":{\"first\":50}}", 2, connection: 2)
         ]) {
-            windowed += event.count
+            windowed += event.bytes.count
         }
         let first = (whole, windowed)
         let total = perSection * 100
@@ -117,7 +117,7 @@ struct WindowBenchmark: ParsableCommand {
             for case .published(_, _, _, let event, let deliveries) in engine.process([
                 try Fixtures.job(line, UInt64(10 + version))
             ]) {
-                whole += event.count
+                whole += event.bytes.count
                 windowed += deliveries.reduce(0) { $0 + $1.event.bytes(from: 0).count }
             }
         }

@@ -41,7 +41,7 @@ public struct CollectionMirror: Sendable {
     /// fit, leaving the mirror as it was.
     @discardableResult
     public mutating func feed(_ event: JSONValue) throws(Divergence) -> Update {
-        let decoded: EventDecoder.Event
+        let decoded: ReceivedEvent
         do {
             decoded = try EventDecoder.event(event)
         } catch {
@@ -52,7 +52,7 @@ public struct CollectionMirror: Sendable {
 
     /// Applies one decoded event: SPEC.md's normative steps, then the digest check.
     @discardableResult
-    public mutating func feed(_ event: EventDecoder.Event) throws(Divergence) -> Update {
+    public mutating func feed(_ event: ReceivedEvent) throws(Divergence) -> Update {
         let update: Update
         var next: Snapshot
         let nextVersion: UInt64

@@ -21,6 +21,9 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
     /// A write to a collection that does not exist failed with `error`: its message says so, as
     /// the likely cause is a mistyped collection name.
     case inMissingCollection(String, DiffcastError)
+    /// An error another daemon answered (a forwarded write's), with its code and message as it
+    /// sent them.
+    case relayed(code: String, message: String)
 
     /// Whether an identifier names a section or an item.
     public enum IdentifierKind: String, Sendable {
@@ -45,6 +48,7 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
         case .unauthorized: "unauthorized"
         case .unavailable: "unavailable"
         case .inBatch(_, let error), .inMissingCollection(_, let error): error.code
+        case .relayed(let code, _): code
         }
     }
 
@@ -68,6 +72,7 @@ public indirect enum DiffcastError: Error, Hashable, Sendable {
         case .inBatch(let entry, let error): "ops[\(entry)]: \(error.message)"
         case .inMissingCollection(let name, let error):
             "\(error.message) (collection '\(name)' does not exist: is its name mistyped?)"
+        case .relayed(_, let message): message
         }
     }
 }

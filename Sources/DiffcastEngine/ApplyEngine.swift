@@ -135,13 +135,10 @@ public final class ApplyEngine {
                 return fail(request, address, .unknownCollection(name))
             }
             if let window { return getView(of: state, window, request, address) }
-            let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
-                output.appendRaw(",\"collection\":")
-                output.append(string: name)
-                WireEncoder.appendState(
-                    of: state.document.snapshot, version: state.version, epoch: state.epoch, into: &output)
-            }
-            outcomes.append(.response(address, SharedBytes(bytes)))
+            answer(
+                request, address,
+                .state(
+                    collection: name, epoch: state.epoch, version: state.version, state.document.snapshot, window: nil))
         case .subscribe(let name, let since, let epoch, let window):
             publishOpenBatch(of: name)
             if collections[name] == nil && isAtCollectionLimit {
@@ -166,7 +163,7 @@ public final class ApplyEngine {
             droppedCollections = true
             journal(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
-            outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
+            answer(request, address)
         case .list:
             publishAllOpenBatches()
             let rows = collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
@@ -182,7 +179,7 @@ public final class ApplyEngine {
             outcomes.append(.statistics(address, id: request.id, statistics))
         case .ping, .auth, .unsubscribe:
             // Answered by the loop; accepted here so that the engine can serve any request.
-            outcomes.append(.response(address, SharedBytes(WireEncoder.success(id: request.id, op: request.op))))
+            answer(request, address)
         }
     }
 
@@ -234,8 +231,11 @@ public final class ApplyEngine {
         logger?.debug(
             "request rejected",
             metadata: ["op": "\(request.op)", "code": "\(error.code)", "message": "\(error.message)"])
-        outcomes.append(
-            .response(address, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error))))
+        outcomes.append(.response(address, Encoded(.failure(id: request.id, op: request.op, error))))
+    }
+
+    private func answer(_ request: Request, _ address: ResponseAddress, _ answer: Answer = .done) {
+        outcomes.append(.response(address, Encoded(.success(id: request.id, op: request.op, answer))))
     }
 
     // MARK: - Recovery
@@ -343,13 +343,13 @@ public final class ApplyEngine {
         let previous = state.document.snapshot
         state.document = document
         state.version = snapshot.version
-        let event = WireEncoder.changesetEvent(
-            collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
+        let event = Event.changeset(
+            collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
             digest: Digest(of: document.snapshot))
         state.remember(document.snapshot, as: state.version)
         outcomes.append(
             .published(
-                collection: name, from: from, to: state.version, event: SharedBytes(event),
+                collection: name, from: from, to: state.version, event: Encoded(event),
                 windows: advanceWindows(of: state, from: previous, changeset: changeset)))
         return outcomes
     }
@@ -477,32 +477,28 @@ public final class ApplyEngine {
             let from = state.version
             state.version += 1
             statistics.versionsPublished += 1
-            let event = WireEncoder.changesetEvent(
-                collection: name, epoch: state.epoch, from: from, to: state.version, changeset: changeset,
+            let event = Event.changeset(
+                collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
                 digest: Digest(of: state.document.snapshot))
             state.remember(state.document.snapshot, as: state.version)
             journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
             outcomes.append(
                 .published(
-                    collection: name, from: from, to: state.version, event: SharedBytes(event),
+                    collection: name, from: from, to: state.version, event: Encoded(event),
                     windows: advanceWindows(of: state, from: batch.base, changeset: changeset)))
         }
         let mark = VersionMark(collection: name, version: state.version)
         // The writes of a batch share their version, so writes without an `id` and with the same
         // op (a feed's) get the same bytes: encoded once and shared.
-        var lastShared: (op: String, bytes: SharedBytes)?
+        var lastShared: (op: String, response: Encoded<Response>)?
         for write in batch.acknowledgements {
             if write.id == nil, let shared = lastShared, shared.op == write.op {
-                outcomes.append(.acknowledged(write.address, shared.bytes, mark))
+                outcomes.append(.acknowledged(write.address, shared.response, mark))
                 continue
             }
-            let bytes = SharedBytes(
-                WireEncoder.success(id: write.id, op: write.op) { output in
-                    output.appendRaw(",\"version\":")
-                    output.append(mark.version)
-                })
-            if write.id == nil { lastShared = (write.op, bytes) }
-            outcomes.append(.acknowledged(write.address, bytes, mark))
+            let response = Encoded(Response.success(id: write.id, op: write.op, .version(mark.version)))
+            if write.id == nil { lastShared = (write.op, response) }
+            outcomes.append(.acknowledged(write.address, response, mark))
         }
     }
 
@@ -518,16 +514,17 @@ public final class ApplyEngine {
         let event = catchUpEvent(state, since: epoch == nil || epoch == state.epoch ? since : nil)
         outcomes.append(
             .subscribed(
-                address, collection: name, version: state.version, event: event.map(SharedBytes.init),
-                response: SharedBytes(subscribedResponse(to: request, of: state))))
+                address, collection: name, version: state.version, event: event.map(Encoded.init),
+                response: subscribedResponse(to: request, of: state)))
     }
 
     private func catchUp(connection: ConnectionID, name: String, since: UInt64, window range: WindowRange?) {
         guard let state = existing(name) else { return }
         guard let range else {
-            let event = catchUpEvent(state, since: since) ?? []
             outcomes.append(
-                .caughtUp(connection: connection, collection: name, version: state.version, event: SharedBytes(event)))
+                .caughtUp(
+                    connection: connection, collection: name, version: state.version,
+                    event: catchUpEvent(state, since: since).map(Encoded.init)))
             return
         }
         // A windowed subscriber holds the view of `range` at `since`: one changeset from it to its
@@ -535,38 +532,35 @@ public final class ApplyEngine {
         guard let group = state.windows.group(of: connection), let tracker = state.windows.tracker(group) else {
             return
         }
-        var event: [UInt8] = []
+        var event: Event?
         if let old = state.snapshot(at: since)?.view(range) {
             let changeset = WindowTracker.changeset(from: old, to: tracker.view)
             if !changeset.isEmpty {
-                event = WireEncoder.windowChangesetEvent(
-                    collection: name, epoch: state.epoch, to: state.version, changeset: changeset, place: tracker.place,
-                    digest: Digest(of: tracker.view)
-                ).bytes(from: since)
+                event = .changeset(
+                    collection: name, epoch: state.epoch, from: since, version: state.version, changeset,
+                    digest: Digest(of: tracker.view), window: tracker.place)
             }
         } else {
-            event = WireEncoder.windowSnapshotEvent(
-                collection: name, epoch: state.epoch, version: state.version, view: tracker.view, place: tracker.place)
+            event = .snapshot(
+                collection: name, epoch: state.epoch, version: state.version, tracker.view, window: tracker.place)
         }
         outcomes.append(
             .caughtUp(
-                connection: connection, collection: name, version: state.version, event: SharedBytes(event),
+                connection: connection, collection: name, version: state.version, event: event.map(Encoded.init),
                 window: tracker.range))
     }
 
     /// Nothing when `since` is current, one changeset from `since` when its snapshot is still
     /// kept, else the whole state as a snapshot event.
-    private func catchUpEvent(_ state: CollectionState, since: UInt64?) -> [UInt8]? {
+    private func catchUpEvent(_ state: CollectionState, since: UInt64?) -> Event? {
         let current = state.document.snapshot
         if let since, since == state.version { return nil }
         if let since, since < state.version, let old = state.snapshot(at: since) {
-            let changeset = Differ.changeset(from: old, to: current)
-            return WireEncoder.changesetEvent(
-                collection: state.name, epoch: state.epoch, from: since, to: state.version, changeset: changeset,
-                digest: Digest(of: current))
+            return .changeset(
+                collection: state.name, epoch: state.epoch, from: since, version: state.version,
+                Differ.changeset(from: old, to: current), digest: Digest(of: current))
         }
-        return WireEncoder.snapshotEvent(
-            collection: state.name, epoch: state.epoch, version: state.version, snapshot: current)
+        return .snapshot(collection: state.name, epoch: state.epoch, version: state.version, current)
     }
 
     // MARK: - Windows
@@ -592,12 +586,12 @@ public final class ApplyEngine {
             join = WindowJoin(group: group, range: groupTracker.range)
             shown = groupTracker
         }
-        let event = WireEncoder.windowSnapshotEvent(
-            collection: name, epoch: state.epoch, version: state.version, view: shown.view, place: shown.place)
+        let event = Event.snapshot(
+            collection: name, epoch: state.epoch, version: state.version, shown.view, window: shown.place)
         outcomes.append(
             .subscribed(
-                address, collection: name, version: state.version, event: SharedBytes(event),
-                response: SharedBytes(subscribedResponse(to: request, of: state)), window: join))
+                address, collection: name, version: state.version, event: Encoded(event),
+                response: subscribedResponse(to: request, of: state), window: join))
     }
 
     /// The `window` op: moves the connection's windowed subscription to another window, with one
@@ -623,18 +617,14 @@ public final class ApplyEngine {
         let event =
             changeset.isEmpty
             ? nil
-            : WireEncoder.windowChangesetEvent(
-                collection: name, epoch: state.epoch, to: state.version, changeset: changeset, place: shown.place,
+            : WindowEvent(
+                collection: name, epoch: state.epoch, version: state.version, changeset, place: shown.place,
                 digest: Digest(of: shown.view))
-        let response = WireEncoder.success(id: request.id, op: request.op) { output in
-            output.appendRaw(",\"version\":")
-            output.append(state.version)
-        }
         outcomes.append(
             .rewindowed(
                 address, collection: name, version: state.version,
                 window: WindowJoin(group: newGroup, range: shown.range),
-                event: event, response: SharedBytes(response)))
+                event: event, response: Encoded(.success(id: request.id, op: request.op, .version(state.version)))))
     }
 
     /// `get` with a window: the view at the current version, with its place and digest.
@@ -645,13 +635,11 @@ public final class ApplyEngine {
         } catch {
             return fail(request, address, error)
         }
-        let bytes = WireEncoder.success(id: request.id, op: request.op) { output in
-            output.appendRaw(",\"collection\":")
-            output.append(string: state.name)
-            WireEncoder.appendState(of: tracker.view, version: state.version, epoch: state.epoch, into: &output)
-            WireEncoder.appendWindow(tracker.place, into: &output)
-        }
-        outcomes.append(.response(address, SharedBytes(bytes)))
+        answer(
+            request, address,
+            .state(
+                collection: state.name, epoch: state.epoch, version: state.version, tracker.view,
+                window: tracker.place))
     }
 
     /// Moves a collection's windows on to the version just published (whose previous state was
@@ -665,8 +653,8 @@ public final class ApplyEngine {
         return changed.map { group, tracker, windowChangeset in
             WindowDelivery(
                 group: group,
-                event: WireEncoder.windowChangesetEvent(
-                    collection: state.name, epoch: state.epoch, to: state.version, changeset: windowChangeset,
+                event: WindowEvent(
+                    collection: state.name, epoch: state.epoch, version: state.version, windowChangeset,
                     place: tracker.place, digest: Digest(of: tracker.view)),
                 range: tracker.range)
         }
@@ -679,15 +667,11 @@ public final class ApplyEngine {
         return lastWindowGroup
     }
 
-    private func subscribedResponse(to request: Request, of state: CollectionState) -> [UInt8] {
-        WireEncoder.success(id: request.id, op: request.op) { output in
-            output.appendRaw(",\"collection\":")
-            output.append(string: state.name)
-            output.appendRaw(",\"epoch\":")
-            output.append(string: state.epoch)
-            output.appendRaw(",\"version\":")
-            output.append(state.version)
-        }
+    private func subscribedResponse(to request: Request, of state: CollectionState) -> Encoded<Response> {
+        Encoded(
+            .success(
+                id: request.id, op: request.op,
+                .subscribed(collection: state.name, epoch: state.epoch, version: state.version)))
     }
 }
 

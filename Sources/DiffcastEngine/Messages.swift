@@ -42,29 +42,31 @@ public struct VersionMark: Sendable, Hashable {
     }
 }
 
-/// Results the apply queue hands back to the loop, in the order they must take effect.
+/// Results the apply queue hands back to the loop, in the order they must take effect:
+/// responses and events as values, each with the bytes it goes out as.
 public enum Outcome: Sendable {
-    case response(ResponseAddress, SharedBytes)
+    case response(ResponseAddress, Encoded<Response>)
     /// The response to a write that is visible from `mark.version` on.
-    case acknowledged(ResponseAddress, SharedBytes, VersionMark)
+    case acknowledged(ResponseAddress, Encoded<Response>, VersionMark)
     /// A new version: `event` goes to every whole subscriber that holds `from`, and each of
     /// `windows` to the subscribers of a window whose view it changed.
     case published(
-        collection: String, from: UInt64, to: UInt64, event: SharedBytes, windows: [WindowDelivery] = [])
+        collection: String, from: UInt64, to: UInt64, event: Encoded<Event>, windows: [WindowDelivery] = [])
     /// A subscription starts at `version`; `event` (snapshot or changeset), if any, goes first.
     /// With `window`, it is a windowed subscription in that group.
     case subscribed(
-        ResponseAddress, collection: String, version: UInt64, event: SharedBytes?, response: SharedBytes,
+        ResponseAddress, collection: String, version: UInt64, event: Encoded<Event>?, response: Encoded<Response>,
         window: WindowJoin? = nil)
     /// A windowed subscription moved to another window at `version`; `event` takes a subscriber
     /// that holds its old window's view there to the new one (nil: the view is the same).
     case rewindowed(
         ResponseAddress, collection: String, version: UInt64, window: WindowJoin, event: WindowEvent?,
-        response: SharedBytes)
-    /// `event` (empty when nothing changed) brings a subscriber that fell behind to `version`;
+        response: Encoded<Response>)
+    /// `event` (nil when nothing changed) brings a subscriber that fell behind to `version`;
     /// a windowed one now holds the view of `window`.
     case caughtUp(
-        connection: ConnectionID, collection: String, version: UInt64, event: SharedBytes, window: WindowRange? = nil)
+        connection: ConnectionID, collection: String, version: UInt64, event: Encoded<Event>?,
+        window: WindowRange? = nil)
     case dropped(collection: String)
     /// `list` and `stats` answers, finished by the loop, which knows the subscribers.
     case listing(ResponseAddress, id: JSONText?, collections: [CollectionSummary])

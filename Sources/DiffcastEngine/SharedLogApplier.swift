@@ -342,18 +342,23 @@ public final class SharedLogApplier {
                     outcomes += engine.process([job])
                     continue
                 }
-                guard let response = answers.next() else { continue }
-                if case .subscribe = request.command, Self.isSuccess(response) {
+                guard let line = answers.next() else { continue }
+                guard let response = try? ResponseDecoder.response(line) else {
+                    refuse([job], because: "the owner's answer cannot be read; the write may or may not be applied")
+                    continue
+                }
+                let relayed = Encoded(response, bytes: SharedBytes(line))
+                if case .subscribe = request.command, response.isSuccess {
                     subscribeAfterForwarding(job, to: name)
-                } else if case .write = request.command, let version = Self.acknowledgedVersion(response) {
+                } else if case .write = request.command, response.isSuccess, let version = response.version {
                     // Once the log through the answer is applied here, its version has been
                     // published here too: the answer waits for nothing later (a version past
                     // what the log holds would hold this connection's answers back for good).
                     let held = engine.position(of: name)?.version ?? 0
                     let mark = VersionMark(collection: name, version: logHoldsTheAnswer ? min(version, held) : version)
-                    outcomes.append(.acknowledged(address, SharedBytes(response), mark))
+                    outcomes.append(.acknowledged(address, relayed, mark))
                 } else {
-                    outcomes.append(.response(address, SharedBytes(response)))
+                    outcomes.append(.response(address, relayed))
                 }
             }
         }
@@ -376,21 +381,8 @@ public final class SharedLogApplier {
                 outcomes += engine.process([job])
                 continue
             }
-            let bytes = WireEncoder.failure(id: request.id, op: request.op, error: .unavailable(reason))
-            outcomes.append(.response(address, SharedBytes(bytes)))
+            outcomes.append(.response(address, Encoded(.failure(id: request.id, op: request.op, .unavailable(reason)))))
         }
-    }
-
-    private static func isSuccess(_ response: [UInt8]) -> Bool {
-        response.starts(with: Array(#"{"ok":true"#.utf8))
-    }
-
-    /// The version in a successful write's answer.
-    private static func acknowledgedVersion(_ response: [UInt8]) -> UInt64? {
-        guard let value = try? JSONParser.parse(response, maximumDepth: 4), case .bool(true) = value["ok"],
-            case .number(let text) = value["version"]
-        else { return nil }
-        return UInt64(text)
     }
 
     // MARK: - Serving other daemons
@@ -418,10 +410,11 @@ public final class SharedLogApplier {
             var responses = [[UInt8]](repeating: [], count: requests.count)
             for outcome in produced {
                 switch outcome {
-                case .response(let address, let bytes) where address.connection == Self.forwardedConnection,
-                    .acknowledged(let address, let bytes, _) where address.connection == Self.forwardedConnection,
-                    .subscribed(let address, _, _, _, let bytes, _) where address.connection == Self.forwardedConnection:
-                    responses[Int(address.slot)] = bytes.bytes
+                case .response(let address, let response) where address.connection == Self.forwardedConnection,
+                    .acknowledged(let address, let response, _) where address.connection == Self.forwardedConnection,
+                    .subscribed(let address, _, _, _, let response, _)
+                where address.connection == Self.forwardedConnection:
+                    responses[Int(address.slot)] = response.bytes.bytes
                 default:
                     outcomes.append(outcome)
                 }

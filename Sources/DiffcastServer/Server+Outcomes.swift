@@ -22,12 +22,12 @@ extension Server {
 
     func apply(_ outcome: Outcome) {
         switch outcome {
-        case .response(let address, let bytes):
-            respond(address, bytes)
-        case .acknowledged(let address, let bytes, let mark):
-            respond(address, bytes, after: mark)
+        case .response(let address, let response):
+            respond(address, response.bytes)
+        case .acknowledged(let address, let response, let mark):
+            respond(address, response.bytes, after: mark)
         case .published(let name, let from, let to, let event, let windows):
-            fanOut(collection: name, from: from, to: to, event: event)
+            fanOut(collection: name, from: from, to: to, event: event.bytes)
             for delivery in windows { fanOut(collection: name, to: to, delivery) }
         case .subscribed(let address, let name, let version, let event, let response, let window):
             guard let connection = connections[address.connection] else {
@@ -35,7 +35,7 @@ extension Server {
                 if window != nil { pendingJobs.append(.leaveWindow(connection: address.connection, collection: name)) }
                 return
             }
-            if let event { queue(event, to: connection) }
+            if let event { queue(event.bytes, to: connection) }
             install(
                 Subscription(
                     version: version,
@@ -44,19 +44,19 @@ extension Server {
             logger.debug(
                 "subscribed",
                 metadata: ["connection": "\(connection.id)", "collection": "\(name)", "version": "\(version)"])
-            respond(address, response)
+            respond(address, response.bytes)
             connection.releaseAnswers()
         case .rewindowed(let address, let name, let version, let join, let event, let response):
-            rewindow(address, name, version, join, event, response)
+            rewindow(address, name, version, join, event, response.bytes)
         case .caughtUp(let id, let name, let version, let event, let range):
             guard let connection = connections[id], var subscription = connection.subscriptions[name] else { return }
             counters.catchUps += 1
             metrics?.catchUps.increment()
-            queue(event, to: connection)
+            if let event { queue(event.bytes, to: connection) }
             subscription.version = version
             subscription.isLagging = false
             subscription.catchUpRequested = false
-            if let range, event.count > 0 {
+            if let range, event != nil {
                 subscription.window?.eventVersion = version
                 subscription.window?.range = range
             }

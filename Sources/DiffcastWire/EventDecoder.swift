@@ -1,28 +1,32 @@
 import DiffcastCore
 
+/// Why a line is not what the wire format says it should be.
+public struct Malformed: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(description: String) {
+        self.description = description
+    }
+}
+
+/// An event line as a subscriber received it: its digest is the sender's word, which a mirror
+/// checks against the state it computes.
+public enum ReceivedEvent: Sendable {
+    /// The whole state at `version` (of a window's view, with `window`).
+    case snapshot(version: UInt64, epoch: String?, sections: [SectionOutline], window: WindowPlace?, digest: String?)
+    /// The changes from `from` to `version`.
+    case changeset(from: UInt64, version: UInt64, Changeset, window: WindowPlace?, digest: String?)
+    /// The collection was dropped.
+    case dropped
+}
+
 /// Reads the events (and the `sections` of a `get` answer) that `WireEncoder` writes, as typed
 /// values: the decoding half of the wire format, used by clients, the mirror, checkpoints and
 /// shared-log snapshots. It checks shapes, not meaning: whether an event fits a mirror is the
 /// mirror's to say.
 public enum EventDecoder {
-    /// An event line as it was sent.
-    public enum Event: Sendable {
-        /// The whole state at `version` (of a window's view, with `window`).
-        case snapshot(
-            version: UInt64, epoch: String?, sections: [SectionOutline], window: WindowPlace?, digest: String?)
-        /// The changes from `from` to `version`.
-        case changeset(from: UInt64, version: UInt64, Changeset, window: WindowPlace?, digest: String?)
-        /// The collection was dropped.
-        case dropped
-    }
-
-    /// Why a value is not what the wire format says it should be.
-    public struct Malformed: Error, CustomStringConvertible {
-        public let description: String
-    }
-
-    /// A parsed event line as an `Event`.
-    public static func event(_ value: JSONValue) throws(Malformed) -> Event {
+    /// A parsed event line as a `ReceivedEvent`.
+    public static func event(_ value: JSONValue) throws(Malformed) -> ReceivedEvent {
         let digest: String? = if case .string(let text) = value["digest"] { text } else { nil }
         switch value["event"] {
         case .string("snapshot"):
@@ -70,7 +74,7 @@ public enum EventDecoder {
     }
 
     /// An event's `window` object: offset, count and total, and for anchor windows the anchor.
-    static func window(_ value: JSONValue?) throws(Malformed) -> WindowPlace? {
+    package static func window(_ value: JSONValue?) throws(Malformed) -> WindowPlace? {
         guard let value else { return nil }
         func count(_ key: String) throws(Malformed) -> Int {
             guard case .number(let text) = value[key], let number = Int(text), number >= 0 else {
@@ -88,14 +92,14 @@ public enum EventDecoder {
             anchor: anchor == .null || anchor == nil ? nil : try identifier(anchor))
     }
 
-    static func version(_ value: JSONValue?) throws(Malformed) -> UInt64 {
+    package static func version(_ value: JSONValue?) throws(Malformed) -> UInt64 {
         guard case .number(let text) = value, let version = UInt64(text) else {
             throw Malformed(description: "bad version \(value?.canonicalText ?? "none")")
         }
         return version
     }
 
-    private static func identifier(_ value: JSONValue?) throws(Malformed) -> Identifier {
+    package static func identifier(_ value: JSONValue?) throws(Malformed) -> Identifier {
         switch value {
         case .string(let text): return Identifier(text)
         case .number(let text): return Identifier(integerText: text)

@@ -6,7 +6,7 @@ public enum WireEncoder {
     /// `{"ok":true,"id":…,"op":…` followed by `fields` (members written by the caller,
     /// each starting with a comma) and `}`.
     public static func success(
-        id: JSONText?, op: String, fields: (inout JSONOutput) -> Void = { _ in }
+        id: JSONText?, op: String?, fields: (inout JSONOutput) -> Void = { _ in }
     ) -> [UInt8] {
         var output = JSONOutput()
         output.appendRaw("{\"ok\":true")
@@ -87,13 +87,15 @@ public enum WireEncoder {
         return output.bytes
     }
 
+    /// A changeset event; with `window`, a windowed subscriber's (its view's changes and digest).
     public static func changesetEvent(
-        collection: String, epoch: String, from: UInt64, to version: UInt64, changeset: Changeset, digest: Digest
+        collection: String, epoch: String, from: UInt64, to version: UInt64, changeset: Changeset,
+        window: WindowPlace? = nil, digest: Digest
     ) -> [UInt8] {
         var output = JSONOutput(reservingCapacity: estimatedLength(of: changeset))
         appendChangesetHead(collection: collection, epoch: epoch, into: &output)
         output.append(from)
-        appendChangesetTail(version: version, changeset: changeset, window: nil, digest: digest, into: &output)
+        appendChangesetTail(version: version, changeset: changeset, window: window, digest: digest, into: &output)
         return output.bytes
     }
 
@@ -279,6 +281,15 @@ public struct WindowEvent: Sendable {
     public init(head: [UInt8], tail: [UInt8]) {
         self.head = head
         self.tail = tail
+    }
+
+    /// The changes of a window's view at `version`, its place and the view's digest, for every
+    /// subscriber of the window.
+    public init(
+        collection: String, epoch: String, version: UInt64, _ changeset: Changeset, place: WindowPlace, digest: Digest
+    ) {
+        self = WireEncoder.windowChangesetEvent(
+            collection: collection, epoch: epoch, to: version, changeset: changeset, place: place, digest: digest)
     }
 
     /// The event line for a subscriber whose previous event brought `from`.

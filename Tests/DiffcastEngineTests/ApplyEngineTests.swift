@@ -13,6 +13,11 @@ import Testing
         String(decoding: UnsafeRawBufferPointer(start: bytes.pointer, count: bytes.count), as: UTF8.self)
     }
 
+    /// The line an outcome's response or event goes out as.
+    private func text<Value>(_ encoded: Encoded<Value>?) -> String {
+        encoded.map { text($0.bytes) } ?? ""
+    }
+
     @Test func writesThatArriveTogetherArePublishedAsOneVersion() throws {
         let engine = ApplyEngine()
         let outcomes = engine.process([
@@ -22,18 +27,23 @@ import Testing
             try job(#"append_items c {"items":["b"]}"#, slot: 3),
         ])
         var published: [(UInt64, UInt64)] = []
-        var responses: [String] = []
+        var responses: [Response] = []
         for outcome in outcomes {
             switch outcome {
             case .published(_, let from, let to, _, _): published.append((from, to))
-            case .response(_, let bytes), .acknowledged(_, let bytes, _): responses.append(text(bytes))
+            case .response(_, let response), .acknowledged(_, let response, _): responses.append(response.value)
             default: Issue.record("unexpected outcome \(outcome)")
             }
         }
         #expect(published.count == 1 && published.first! == (0, 1))
-        #expect(responses.count == 4)
-        #expect(responses.filter { $0.contains("\"version\":1") }.count == 3)
-        #expect(responses.contains { $0.contains("duplicate_identifier") })
+        // The refusal is answered at once; the writes when their version is published.
+        #expect(responses.map(\.version) == [nil, 1, 1, 1])
+        #expect(responses.map(\.isSuccess) == [false, true, true, true])
+        guard case .failure(.duplicateIdentifier(.item, let id)) = responses[0].result else {
+            Issue.record("the repeated item is not refused as a duplicate: \(responses[0])")
+            return
+        }
+        #expect(id.text == "a")
     }
 
     /// The writes of one version share one encoded answer only where the answers are the same:
@@ -48,16 +58,21 @@ import Testing
             try job(#"append_items c {"items":["d"]}"#, slot: 4),
             try job(#"update_items c {"items":[{"id":"d","data":1}]}"#, slot: 5),
         ])
-        let answers = try outcomes.compactMap { outcome -> JSONValue? in
-            guard case .acknowledged(_, let bytes, _) = outcome else { return nil }
-            return try JSONParser.parse(Array(text(bytes).utf8.dropLast()))
+        let encoded = outcomes.compactMap { outcome -> Encoded<Response>? in
+            guard case .acknowledged(_, let response, _) = outcome else { return nil }
+            return response
         }
-        #expect(answers.map { $0["id"] } == [nil, nil, .string("x"), .number("7"), nil, nil])
+        let answers = encoded.map(\.value)
+        #expect(answers.map { $0.id?.text } == [nil, nil, "\"x\"", "7", nil, nil])
         #expect(
-            answers.map { $0["op"] } == [
+            answers.map(\.op) == [
                 "append_sections", "append_items", "append_items", "append_items", "append_items", "update_items",
             ])
-        #expect(answers.allSatisfy { $0["version"] == .number("1") })
+        #expect(answers.allSatisfy { $0.version == 1 })
+        // What goes on the wire says the same as the value: each line is its own answer's.
+        let lines = try encoded.map { try JSONParser.parse(Array(text($0).utf8.dropLast())) }
+        #expect(lines.map { $0["id"] } == [nil, nil, .string("x"), .number("7"), nil, nil])
+        #expect(lines.map { $0["op"] } == answers.map { $0.op.map(JSONValue.string) })
     }
 
     @Test func aReadAfterAWriteSeesItsVersion() throws {
@@ -67,25 +82,35 @@ import Testing
             try job("get c", slot: 1),
             try job(#"append_sections c {"sections":[{"id":"t"}]}"#, slot: 2),
         ])
-        let texts = outcomes.compactMap { outcome -> String? in
+        let answers = outcomes.compactMap { outcome -> Answer? in
             switch outcome {
-            case .response(_, let bytes), .acknowledged(_, let bytes, _): return text(bytes)
-            default: return nil
+            case .response(_, let response), .acknowledged(_, let response, _): try? response.value.result.get()
+            default: nil
             }
         }
-        #expect(texts[1].contains("\"version\":1") && texts[1].contains("\"id\":\"s\""))
-        #expect(texts[2].contains("\"version\":2"))
+        guard answers.count == 3, case .state(_, _, let version, let snapshot, nil) = answers[1] else {
+            Issue.record("no state answered to get: \(answers)")
+            return
+        }
+        #expect(version == 1 && snapshot.outline == [SectionOutline(id: "s")])
+        #expect(
+            answers.map { answer -> UInt64? in if case .version(let version) = answer { version } else { nil } } == [
+                1, nil, 2,
+            ])
     }
 
     @Test func aRejectedFirstWriteLeavesNoCollection() throws {
         let engine = ApplyEngine()
         _ = engine.process([try job(#"append_items ghost {"items":["a"]}"#, slot: 0)])
         let outcomes = engine.process([try job("get ghost", slot: 1)])
-        guard case .response(_, let bytes) = outcomes.first else {
+        guard case .response(_, let response) = outcomes.first else {
             Issue.record("no response")
             return
         }
-        #expect(text(bytes).contains("unknown_collection"))
+        guard case .failure(.unknownCollection("ghost")) = response.value.result else {
+            Issue.record("not refused as an unknown collection: \(response.value)")
+            return
+        }
     }
 
     /// A write that fails on a collection that does not exist says so (a mistyped name is the
@@ -97,7 +122,7 @@ import Testing
             try job(#"update_items fed {"items":[{"id":"t1","data":1}]}"#, slot: 1),
             try job(#"update_items feed {"items":[{"id":"t2","data":1}]}"#, slot: 2),
         ]).compactMap { outcome -> String? in
-            if case .response(_, let bytes) = outcome { text(bytes) } else { nil }
+            if case .response(_, let response) = outcome { text(response) } else { nil }
         }
         #expect(
             answers == [
@@ -234,7 +259,7 @@ import Testing
     }
 
     private static func response(_ outcomes: [Outcome]) -> SharedBytes? {
-        for case .response(_, let bytes) in outcomes { return bytes }
+        for case .response(_, let response) in outcomes { return response.bytes }
         return nil
     }
 }

@@ -228,9 +228,9 @@ private func job(_ line: String, slot: UInt64) throws -> Job {
 private func answerIn(_ outcomes: [Outcome], slot: UInt64) throws -> String {
     for outcome in outcomes {
         switch outcome {
-        case .response(let address, let bytes) where address.slot == slot,
-            .acknowledged(let address, let bytes, _) where address.slot == slot:
-            return String(decoding: bytes.bytes, as: UTF8.self)
+        case .response(let address, let response) where address.slot == slot,
+            .acknowledged(let address, let response, _) where address.slot == slot:
+            return String(decoding: response.bytes.bytes, as: UTF8.self)
         default: continue
         }
     }
@@ -287,7 +287,8 @@ final class ModelDaemon {
                 if mirror == nil {
                     // The collection as it was before its first published version here.
                     try #require(from == 0, "published from \(from) without a start")
-                    guard case .string(let epoch) = try JSONParser.parse(event.bytes, maximumDepth: 64)["epoch"] else {
+                    guard case .string(let epoch) = try JSONParser.parse(event.bytes.bytes, maximumDepth: 64)["epoch"]
+                    else {
                         throw AnswerMissing(slot: from)
                     }
                     var fresh = CollectionMirror()
@@ -297,7 +298,7 @@ final class ModelDaemon {
                     mirror = fresh
                 }
                 if var current = mirror {
-                    try feed(&current, event.bytes)
+                    try feed(&current, event.bytes.bytes)
                     mirror = current
                 }
             case .dropped:

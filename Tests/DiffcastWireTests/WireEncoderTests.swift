@@ -59,4 +59,35 @@ import Testing
         // model.py's digest of [["s", "S", [["a", None], ["b", [1]]]]].
         #expect(line.contains("\"digest\":\"0b86d20e1c312c67\""))
     }
+
+    /// The answers one daemon relays from another are read back as they were written: whether
+    /// each succeeded, the version it names, its id, op and error.
+    @Test func relayedAnswersAreReadAsTheyWereWritten() throws {
+        let written: [Response] = [
+            .success(id: JSONText(canonical: "7"), op: "append_items", .version(12)),
+            .success(id: nil, op: "subscribe", .subscribed(collection: "c", epoch: "e1", version: 3)),
+            .success(id: JSONText(canonical: "\"x\""), op: "drop"),
+            .failure(id: nil, op: "update_items", .unknownItem("t9")),
+        ]
+        for response in written {
+            let line = WireEncoder.encode(response)
+            let read = try ResponseDecoder.response(line)
+            #expect(read.id == response.id && read.op == response.op && read.version == response.version)
+            #expect(read.isSuccess == response.isSuccess)
+            if case .failure(let error) = response.result {
+                guard case .failure(.relayed(let code, let message)) = read.result else {
+                    Issue.record("a failure read as \(read)")
+                    continue
+                }
+                #expect(code == error.code && message == error.message)
+            }
+        }
+        #expect(
+            text(WireEncoder.encode(written[0])) == #"{"ok":true,"id":7,"op":"append_items","version":12}"# + "\n")
+        // A state answer is never relayed, and is not read half.
+        let state = WireEncoder.encode(
+            .success(id: nil, op: "get", .state(collection: "c", epoch: "e", version: 1, Snapshot(), window: nil)))
+        #expect(throws: Malformed.self) { try ResponseDecoder.response(state) }
+        #expect(throws: Malformed.self) { try ResponseDecoder.response(Array("{\"ok\":\"yes\"}".utf8)) }
+    }
 }
