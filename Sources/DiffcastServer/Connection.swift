@@ -30,9 +30,7 @@ final class Connection {
     private var outboundBytes = 0
     private(set) var bytesInFlight = 0
     private(set) var isWriting = false
-    /// The peer sent EOF: finish answering, then shut down.
-    var peerFinished = false
-    private(set) var isClosing = false
+    private(set) var phase = Phase.reading
 
     let isTCP: Bool
 
@@ -50,8 +48,39 @@ final class Connection {
     /// Requests read whose responses have not been queued yet.
     var outstandingRequests: UInt64 { nextSlot - nextSlotToSend }
 
+    /// Where a connection is in its life. The transitions are the methods below:
+    /// reading ⇄ paused (`pauseReading`, `resumeReading`), reading or paused → finishing
+    /// (`finish`), any → closing (`markClosing`).
+    enum Phase: Equatable {
+        /// Requests are read.
+        case reading
+        /// Not read for now (backpressure): the peer sends faster than it reads its answers.
+        case paused
+        /// Read no more (the peer's EOF, a policy stop, an HTTP exchange that ends it): what was
+        /// read is answered, then the stream is shut down.
+        case finishing
+        /// Shutting down or closed: nothing more is queued.
+        case closing
+    }
+
     /// Reading stopped for backpressure.
-    var isReadingPaused = false
+    var isReadingPaused: Bool { phase == .paused }
+    /// No more requests are taken: finishing or closing.
+    var isFinishing: Bool { phase == .finishing || phase == .closing }
+    var isClosing: Bool { phase == .closing }
+
+    func pauseReading() {
+        if phase == .reading { phase = .paused }
+    }
+
+    func resumeReading() {
+        if phase == .paused { phase = .reading }
+    }
+
+    /// Takes no more requests; answers what was read, then shuts down.
+    func finish() {
+        if phase == .reading || phase == .paused { phase = .finishing }
+    }
 
     var hasOutbound: Bool { !outbound.isEmpty }
 
@@ -139,12 +168,12 @@ final class Connection {
             enqueue(Array("event: error\ndata: ".utf8))
             enqueue(answer)
             enqueue(Self.newline)
-            peerFinished = true
+            finish()
         case .http(let exchanges):
             guard !exchanges.pending.isEmpty else { return enqueue(answer) }
             let exchange = exchanges.pending.removeFirst()
             enqueue(exchange.frame(answer))
-            if exchange.closesConnection { peerFinished = true }
+            if exchange.closesConnection { finish() }
         }
     }
 
@@ -184,7 +213,7 @@ final class Connection {
     }
 
     func markClosing() {
-        isClosing = true
+        phase = .closing
         outbound = []
         outboundBytes = 0
     }
@@ -266,14 +295,28 @@ private struct PendingAnswer {
 
 /// A connection's place in a collection's stream of versions.
 struct Subscription {
+    /// How events reach the subscriber; `FanOut` makes every transition:
+    /// current → lagging (over its unsent-bytes limit, or not holding an event's `from`),
+    /// lagging → catchingUp (drained to half the limit: a catch-up job is submitted),
+    /// catchingUp → current (the catch-up arrived).
+    enum Delivery: Equatable {
+        /// Every version's event is queued as it is published.
+        case current
+        /// Events are skipped because the connection is behind.
+        case lagging
+        /// A catch-up from `version` was asked of the apply queue; events are still skipped.
+        case catchingUp
+    }
+
     /// The version of the last event queued to the connection (a windowed subscription: the
     /// version it is current through, kept while it is behind).
     var version: UInt64
-    /// Events are being skipped because the connection is behind; a catch-up follows.
-    var isLagging = false
-    var catchUpRequested = false
+    var delivery = Delivery.current
     /// For a windowed subscription, its window and the view it was last sent.
     var window: WindowedView?
+
+    /// Events are being skipped; a catch-up follows.
+    var isLagging: Bool { delivery != .current }
 }
 
 /// What a windowed subscriber holds: the view of `range` at `eventVersion`, the version of the

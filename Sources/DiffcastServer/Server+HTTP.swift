@@ -27,10 +27,10 @@ extension Server {
         case .http(let exchanges):
             let output = exchanges.reader.feed(bytes)
             for request in output.requests {
-                guard case .http = connection.transport, !connection.peerFinished else { break }
+                guard case .http = connection.transport, !connection.isFinishing else { break }
                 serve(request, on: connection)
             }
-            if let failure = output.failure, case .http = connection.transport, !connection.peerFinished {
+            if let failure = output.failure, case .http = connection.transport, !connection.isFinishing {
                 refuse(failure, on: connection)
             }
             if let rest = output.upgradeBytes, !rest.isEmpty, case .webSocket(let codec) = connection.transport {

@@ -39,7 +39,7 @@ extension Server {
             let error = DiffcastError.limitExceeded(
                 "max_connections (\(configuration.maximumConnections)) clients connected")
             connection.enqueue(SharedBytes(WireEncoder.disconnectEvent(code: error.code, message: error.message)))
-            connection.peerFinished = true
+            connection.finish()
             dirty.insert(connection.id)
             flushDirty()
             return
@@ -65,7 +65,7 @@ extension Server {
     }
 
     func startReading(_ connection: Connection) {
-        connection.isReadingPaused = false
+        connection.resumeReading()
         uv_read_start(
             dc_stream(connection.handle),
             { handle, _, buffer in
@@ -85,17 +85,17 @@ extension Server {
     /// Backpressure: a client that sends faster than it reads its answers is not read until it
     /// has drained, so neither its responses nor its queued requests grow without bound.
     func pauseReadingIfFlooded(_ connection: Connection) {
-        guard !connection.isReadingPaused, !connection.peerFinished else { return }
+        guard connection.phase == .reading else { return }
         if connection.unsentBytes > configuration.maximumUnsentBytes
             || connection.outstandingRequests > Self.maximumOutstandingRequests
         {
             uv_read_stop(dc_stream(connection.handle))
-            connection.isReadingPaused = true
+            connection.pauseReading()
         }
     }
 
     func resumeReadingIfDrained(_ connection: Connection) {
-        guard connection.isReadingPaused, !connection.peerFinished, !connection.isClosing,
+        guard connection.isReadingPaused,
             connection.unsentBytes <= configuration.maximumUnsentBytes / 2,
             connection.outstandingRequests <= Self.maximumOutstandingRequests / 2
         else { return }
@@ -158,7 +158,7 @@ extension Server {
     func handleLine(_ line: [UInt8], from connection: Connection) {
         // Lines after a policy stop (too many wrong tokens, a slow-subscriber disconnect) that
         // arrived in the same read are not answered.
-        guard !connection.peerFinished else { return }
+        guard !connection.isFinishing else { return }
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
             return
         }
@@ -222,7 +222,7 @@ extension Server {
                 }
             }
         case .unsubscribe(let name):
-            removeSubscription(of: connection, to: name, tellingTheEngine: true)
+            fanOut.removeSubscription(of: connection, to: name, tellingTheEngine: true)
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
             connection.releaseAnswers()
         case .write, .drop, .get, .subscribe, .window, .list, .stats:
@@ -236,7 +236,7 @@ extension Server {
     /// Reads no more from a connection: what was read is answered, then it is shut down.
     func stopReading(_ connection: Connection) {
         uv_read_stop(dc_stream(connection.handle))
-        connection.peerFinished = true
+        connection.finish()
     }
 
     func submitPendingJobs() {
@@ -247,10 +247,10 @@ extension Server {
         }
         // Applied at once on this thread: what the worker delivered before goes out first.
         for outcome in mailbox?.take() ?? [] {
-            apply(outcome)
+            deliver(outcome)
         }
         for outcome in outcomes {
-            apply(outcome)
+            deliver(outcome)
         }
     }
 
@@ -269,7 +269,7 @@ extension Server {
 
     /// Shuts the stream down once every request has its answer and every byte is written.
     func finishIfDone(_ connection: Connection) {
-        guard connection.peerFinished, !connection.isClosing, connection.outstandingRequests == 0,
+        guard connection.phase == .finishing, connection.outstandingRequests == 0,
             !connection.hasOutbound, !connection.isWriting
         else { return }
         connection.markClosing()
@@ -293,53 +293,13 @@ extension Server {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
-        for name in Array(connection.subscriptions.keys) {
-            removeSubscription(of: connection, to: name, tellingTheEngine: true)
-        }
+        fanOut.removeSubscriptions(of: connection)
         dirty.remove(connection.id)
         uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
-    }
-
-    /// Ends a connection's subscription on the loop. One that the loop ends by itself (not a
-    /// `subscribe` replacing it, not a `drop`) tells the apply queue, which computes its window.
-    func removeSubscription(of connection: Connection, to name: String, tellingTheEngine: Bool) {
-        guard let subscription = connection.subscriptions.removeValue(forKey: name) else { return }
-        if let window = subscription.window {
-            windowSubscribers[name]?[window.group]?.remove(connection.id)
-            if windowSubscribers[name]?[window.group]?.isEmpty == true { windowSubscribers[name]?[window.group] = nil }
-            if windowSubscribers[name]?.isEmpty == true { windowSubscribers[name] = nil }
-            if tellingTheEngine { pendingJobs.append(.leaveWindow(connection: connection.id, collection: name)) }
-        } else {
-            subscribers[name]?.remove(connection.id)
-            if subscribers[name]?.isEmpty == true { subscribers[name] = nil }
-        }
-    }
-
-    /// Puts a connection's subscription in place, replacing the one it had (the apply queue
-    /// already let go of that one's window).
-    func install(_ subscription: Subscription, of connection: Connection, to name: String) {
-        removeSubscription(of: connection, to: name, tellingTheEngine: false)
-        connection.subscriptions[name] = subscription
-        if let window = subscription.window {
-            windowSubscribers[name, default: [:]][window.group, default: []].insert(connection.id)
-        } else {
-            subscribers[name, default: []].insert(connection.id)
-        }
     }
 
     /// Connections of clients (scrapes of the metrics listener are not counted).
     var clientConnectionCount: Int {
         connections.values.count { !$0.servesMetricsOnly }
-    }
-
-    /// Subscribers of a collection, whole and windowed.
-    func subscriberCount(of name: String) -> Int {
-        (subscribers[name]?.count ?? 0) + (windowSubscribers[name]?.values.reduce(0) { $0 + $1.count } ?? 0)
-    }
-
-    /// Subscriptions of every connection.
-    var subscriptionCount: Int {
-        subscribers.values.reduce(0) { $0 + $1.count }
-            + windowSubscribers.values.reduce(0) { total, groups in total + groups.values.reduce(0) { $0 + $1.count } }
     }
 }

@@ -23,6 +23,7 @@ extension Server {
         configuration.maximumLineBytes = new.maximumLineBytes
         configuration.maximumUnsentBytes = new.maximumUnsentBytes
         configuration.slowSubscriberPolicy = new.slowSubscriberPolicy
+        fanOut.policy = FanOut.Policy(configuration)
         configuration.maximumConnections = new.maximumConnections
         configuration.publishers = new.publishers
         configuration.subscribers = new.subscribers
@@ -59,9 +60,9 @@ extension Server {
     }
 
     func statusLine() -> String {
-        let subscriptions = subscriptionCount
+        let subscriptions = fanOut.subscriptionCount
         let serving =
-            "serving \(subscribers.count) subscribed collections, \(subscriptions) subscriptions, "
+            "serving \(fanOut.subscribedCollectionCount) subscribed collections, \(subscriptions) subscriptions, "
             + "\(connections.count) connections"
         guard let readOnlyReason else { return serving }
         return "read-only: disk full or failing (\(readOnlyReason)); " + serving

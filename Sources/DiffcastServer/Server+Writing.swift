@@ -38,7 +38,7 @@ extension Server {
             }
             if Int(written) == total {
                 connection.writeFinished(bytes: total)
-                requestCatchUpsIfDrained(connection)
+                fanOut.requestCatchUpsIfDrained(connection)
                 continue
             }
             guard written >= 0 || written == UV_EAGAIN.rawValue else {
@@ -92,7 +92,7 @@ extension Server {
             return
         }
         startWrite(connection)
-        requestCatchUpsIfDrained(connection)
+        fanOut.requestCatchUpsIfDrained(connection)
         resumeReadingIfDrained(connection)
         submitPendingJobs()
         finishIfDone(connection)

@@ -22,16 +22,13 @@ public final class Server {
     /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
     public internal(set) var listenerNames: [String] = []
     var connections: [ConnectionID: Connection] = [:]
-    /// Whole subscribers by collection.
-    var subscribers: [String: Set<ConnectionID>] = [:]
-    /// Windowed subscribers by collection and window group: a version's window event goes to
-    /// the members of its group, and a version outside every window touches none of them.
-    var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
+    /// Subscriptions and what each connection is sent.
+    lazy var fanOut = FanOut(
+        policy: FanOut.Policy(configuration), host: self, metrics: metrics, logger: logger)
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
+    /// Connections with something new to write (`flushDirty`).
     var dirty: Set<ConnectionID> = []
-    /// Frames the WebSocket text frames that events go out in (`FramedEvent`).
-    let webSocketFramer = WebSocketCodec(maximumMessageBytes: 1)
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -55,10 +52,6 @@ public final class Server {
     struct LoopCounters {
         var connectionsAccepted: UInt64 = 0
         var requests: UInt64 = 0
-        var eventsQueued: UInt64 = 0
-        var bytesQueued: UInt64 = 0
-        var catchUps: UInt64 = 0
-        var slowDisconnects: UInt64 = 0
     }
 
     public init(configuration: ServerConfiguration, logger: Logger, systemd: SystemdIntegration) {
@@ -140,7 +133,7 @@ public final class Server {
             if let metrics, let address = configuration.metricsAddress {
                 refreshMetricGauges = { [unowned self] in
                     metrics.connections.set(Int64(clientConnectionCount))
-                    metrics.subscriptions.set(Int64(subscriptionCount))
+                    metrics.subscriptions.set(Int64(fanOut.subscriptionCount))
                     if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
@@ -197,6 +190,21 @@ public final class Server {
 
     func check(_ result: Int32, _ what: String) throws {
         if result != 0 { throw ServerError.libuv(what, result) }
+    }
+}
+
+extension Server: FanOutHost {
+    func connection(_ id: ConnectionID) -> Connection? { connections[id] }
+
+    func submit(_ job: Job) { pendingJobs.append(job) }
+
+    func needsWrite(_ connection: Connection) { dirty.insert(connection.id) }
+}
+
+extension FanOut.Policy {
+    init(_ configuration: ServerConfiguration) {
+        self.init(
+            maximumUnsentBytes: configuration.maximumUnsentBytes, slowSubscribers: configuration.slowSubscriberPolicy)
     }
 }
 

@@ -1,0 +1,236 @@
+import DiffcastClient
+import DiffcastCore
+import DiffcastEngine
+import DiffcastWire
+import Logging
+import Testing
+
+@testable import DiffcastServer
+
+/// The fan-out with real connections and a real engine, and no socket: a fake loop stands in
+/// for libuv (as swift-nio tests handlers in an `EmbeddedChannel`), and "writing" a connection
+/// takes what it queued. What subscribers receive is checked by a `CollectionMirror`, which
+/// verifies every version's digest, against the engine's own `get`.
+@Suite struct FanOutTests {
+    /// The loop's side: connections by id, the jobs handed to the apply queue, and a connection's
+    /// queued bytes taken as the kernel would take them.
+    final class FakeLoop: FanOutHost {
+        var connections: [ConnectionID: Connection] = [:]
+        var submitted: [Job] = []
+        var stoppedReading: [ConnectionID] = []
+        let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 64, items: 10_000))
+        let policy: FanOut.Policy
+        lazy var fanOut = FanOut(policy: policy, host: self, metrics: nil, logger: Logger(label: "fan-out-test"))
+
+        init(maximumUnsentBytes: Int = 1 << 20, slowSubscribers: ServerConfiguration.SlowSubscriberPolicy = .catchUp) {
+            policy = FanOut.Policy(maximumUnsentBytes: maximumUnsentBytes, slowSubscribers: slowSubscribers)
+        }
+
+        func connection(_ id: ConnectionID) -> Connection? { connections[id] }
+        func submit(_ job: Job) { submitted.append(job) }
+        func needsWrite(_ connection: Connection) {}
+        func stopReading(_ connection: Connection) {
+            stoppedReading.append(connection.id)
+            connection.finish()
+        }
+
+        func open(_ id: ConnectionID) -> Connection {
+            let connection = Connection(
+                id: id, handle: UnsafeMutableRawPointer.allocate(byteCount: 8, alignment: 8), maximumLineBytes: 1 << 20,
+                isAuthenticated: true, isTCP: false)
+            connections[id] = connection
+            return connection
+        }
+
+        /// Runs request lines of one connection through the engine and delivers the outcomes.
+        func send(_ lines: [String], on connection: Connection) throws {
+            let jobs = try lines.map { line in
+                Job.request(
+                    try RequestParser().parse(line: Array(line.utf8)),
+                    ResponseAddress(connection: connection.id, slot: connection.reserveSlot()))
+            }
+            run(jobs)
+        }
+
+        /// Runs jobs (and the jobs the fan-out submits meanwhile) and delivers the outcomes.
+        func run(_ jobs: [Job]) {
+            for outcome in engine.process(jobs) { fanOut.deliver(outcome) }
+        }
+
+        /// Runs what the fan-out handed to the apply queue.
+        func runSubmitted() {
+            let jobs = submitted
+            submitted = []
+            run(jobs)
+        }
+
+        /// Everything queued for a connection as lines, taken as if the kernel took it all.
+        func written(_ connection: Connection) -> [String] {
+            let chunks = connection.takeOutbound(limit: 100_000)
+            connection.writeFinished(bytes: chunks.reduce(0) { $0 + $1.count })
+            let text = chunks.map { String(decoding: $0.bytes, as: UTF8.self) }.joined()
+            return text.split(separator: "\n").map(String.init)
+        }
+    }
+
+    private static func isEvent(_ line: String) -> Bool { line.hasPrefix("{\"event\"") }
+
+    /// Feeds a subscriber's event lines to its mirror; returns its answers.
+    private static func follow(_ lines: [String], into mirror: inout CollectionMirror) throws -> [String] {
+        var answers: [String] = []
+        for line in lines {
+            if isEvent(line) {
+                try mirror.feed(try JSONParser.parse(Array(line.utf8)))
+            } else {
+                answers.append(line)
+            }
+        }
+        return answers
+    }
+
+    private static func heldByEngine(_ loop: FakeLoop, _ name: String) throws -> [SectionOutline] {
+        let reader = loop.open(999)
+        try loop.send(["get \(name)"], on: reader)
+        loop.connections[999] = nil
+        let answer = try JSONParser.parse(Array(try #require(loop.written(reader).first).utf8))
+        return try EventDecoder.outline(answer["sections"])
+    }
+
+    @Test func everySubscriberThatHoldsAVersionGetsTheNext() throws {
+        let loop = FakeLoop()
+        let first = loop.open(1)
+        let second = loop.open(2)
+        let writer = loop.open(3)
+        try loop.send([#"append_sections c {"sections":[{"id":"s","items":["a"]}]}"#], on: writer)
+        try loop.send(["subscribe c"], on: first)
+        try loop.send(["subscribe c"], on: second)
+        try loop.send(
+            [
+                #"append_items c {"items":["b","c"]}"#, #"move_item c {"item":"c","before":"a"}"#,
+                #"update_items c {"items":[{"id":"a","data":1}]}"#,
+            ], on: writer)
+        try loop.send([#"delete_items c {"items":["b"]}"#], on: writer)
+        let held = try Self.heldByEngine(loop, "c")
+        for subscriber in [first, second] {
+            var mirror = CollectionMirror()
+            let answers = try Self.follow(loop.written(subscriber), into: &mirror)
+            #expect(answers.count == 1 && answers[0].contains(#""op":"subscribe""#))
+            #expect(mirror.sections == held)
+            #expect(mirror.version == 3 && mirror.snapshotsApplied == 1 && mirror.changesetsApplied == 2)
+        }
+        #expect(loop.written(writer).count == 5)
+        #expect(loop.fanOut.subscriberCount(of: "c") == 2 && loop.fanOut.counters.eventsQueued == 6)
+    }
+
+    /// Read your writes: a write's answer leaves only after the event of its version, even when
+    /// the answer is delivered first.
+    @Test func aWritersAnswerWaitsForTheEventOfItsVersion() throws {
+        let loop = FakeLoop()
+        let connection = loop.open(1)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: connection)
+        _ = loop.written(connection)
+        let slot = connection.reserveSlot()
+        let outcomes = loop.engine.process([
+            .request(
+                try RequestParser().parse(line: Array(#"append_items c {"items":["x"]}"#.utf8)),
+                ResponseAddress(connection: 1, slot: slot))
+        ])
+        let acknowledgements = outcomes.filter { if case .acknowledged = $0 { true } else { false } }
+        let rest = outcomes.filter { if case .acknowledged = $0 { false } else { true } }
+        #expect(acknowledgements.count == 1 && rest.count == 1)
+        for outcome in acknowledgements { loop.fanOut.deliver(outcome) }
+        #expect(loop.written(connection).isEmpty, "the answer left before the event of its version")
+        for outcome in rest { loop.fanOut.deliver(outcome) }
+        let lines = loop.written(connection)
+        #expect(lines.count == 2 && Self.isEvent(lines[0]) && lines[1].contains(#""version":2"#))
+    }
+
+    /// A subscriber over its limit skips versions while the others go on; once it drains it is
+    /// caught up with one changeset to the version now held.
+    @Test func aSlowSubscriberIsCaughtUpWithoutHoldingUpTheOthers() throws {
+        let loop = FakeLoop(maximumUnsentBytes: 600)
+        let slow = loop.open(1)
+        let quick = loop.open(2)
+        let writer = loop.open(3)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#], on: writer)
+        try loop.send(["subscribe c"], on: slow)
+        try loop.send(["subscribe c"], on: quick)
+        var slowMirror = CollectionMirror()
+        var quickMirror = CollectionMirror()
+        _ = try Self.follow(loop.written(slow), into: &slowMirror)
+        for index in 0..<20 {
+            try loop.send(
+                [#"append_items c {"items":[{"id":"i\#(index)","data":"\#(String(repeating: "x", count: 40))"}]}"#],
+                on: writer)
+            _ = try Self.follow(loop.written(quick), into: &quickMirror)
+        }
+        #expect(quickMirror.version == 21)
+        #expect(slow.subscriptions["c"]?.delivery == .lagging)
+        #expect(loop.submitted.isEmpty, "a catch-up was asked for before the subscriber drained")
+        let queued = loop.written(slow)
+        #expect(queued.count < 20, "events were queued past the limit")
+        _ = try Self.follow(queued, into: &slowMirror)
+        let held = try #require(slowMirror.version)
+        loop.fanOut.requestCatchUpsIfDrained(slow)
+        guard case .catchUp(1, "c", let since, nil) = try #require(loop.submitted.first) else {
+            Issue.record("no catch-up asked for: \(loop.submitted)")
+            return
+        }
+        #expect(since == held && slow.subscriptions["c"]?.delivery == .catchingUp)
+        loop.runSubmitted()
+        let caughtUp = loop.written(slow)
+        #expect(caughtUp.count == 1 && caughtUp[0].contains(#""event":"changeset""#))
+        _ = try Self.follow(caughtUp, into: &slowMirror)
+        #expect(slowMirror.version == 21 && slowMirror.sections == quickMirror.sections)
+        #expect(slow.subscriptions["c"]?.delivery == .current && loop.fanOut.counters.catchUps == 1)
+    }
+
+    @Test func aSlowSubscriberIsDisconnectedWhenThePolicySaysSo() throws {
+        let loop = FakeLoop(maximumUnsentBytes: 300, slowSubscribers: .disconnect)
+        let slow = loop.open(1)
+        let writer = loop.open(2)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: slow)
+        for index in 0..<10 {
+            try loop.send(
+                [#"append_items c {"items":[{"id":"i\#(index)","data":"\#(String(repeating: "x", count: 40))"}]}"#],
+                on: writer)
+        }
+        #expect(loop.stoppedReading == [1] && slow.isFinishing)
+        #expect(slow.subscriptions.isEmpty && loop.fanOut.subscriberCount(of: "c") == 0)
+        let lines = loop.written(slow)
+        #expect(lines.count == 1 && lines[0].contains(#""code":"limit_exceeded""#))
+        #expect(loop.fanOut.counters.slowDisconnects == 1)
+    }
+
+    @Test func aDroppedCollectionEndsItsSubscriptions() throws {
+        let loop = FakeLoop()
+        let subscriber = loop.open(1)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: subscriber)
+        _ = loop.written(subscriber)
+        try loop.send(["drop c"], on: loop.open(2))
+        #expect(loop.written(subscriber) == [#"{"event":"dropped","collection":"c"}"#])
+        #expect(subscriber.subscriptions.isEmpty && loop.fanOut.subscriptionCount == 0)
+    }
+
+    /// A connection's phases: backpressure pauses and resumes reading; once finishing it stays
+    /// so; closing takes nothing more.
+    @Test func aConnectionMovesThroughItsPhasesOneWay() throws {
+        let loop = FakeLoop()
+        let connection = loop.open(1)
+        #expect(connection.phase == .reading)
+        connection.pauseReading()
+        #expect(connection.phase == .paused && connection.isReadingPaused)
+        connection.resumeReading()
+        #expect(connection.phase == .reading)
+        connection.pauseReading()
+        connection.finish()
+        #expect(connection.phase == .finishing && connection.isFinishing)
+        connection.resumeReading()
+        connection.pauseReading()
+        #expect(connection.phase == .finishing)
+        connection.markClosing()
+        connection.enqueue(SharedBytes(Array("late\n".utf8)))
+        connection.finish()
+        #expect(connection.phase == .closing && !connection.hasOutbound)
+    }
+}
