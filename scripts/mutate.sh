@@ -25,7 +25,7 @@ unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.
 accept-unknown-keys|Sources/DiffcastWire/RequestDecoder.swift|        for member in object.members where !allowed|        for member in object.members where Bool(false) && !allowed|DiffcastWireTests
 escaped-slash-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|                decoded.append(byte)\n                return false|                decoded.append(byte)\n                return true|DiffcastWireTests
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
-shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
+shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests
@@ -56,7 +56,7 @@ window-whole-chunk-digest-skipped|Sources/DiffcastCore/Window.swift|            
 window-touched-item-ignored|Sources/DiffcastCore/Window.swift|            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }|            let inside = touched.isEmpty|WindowTests
 window-undo-forgotten|Sources/DiffcastEngine/CollectionState.swift|        windows = saved.windows\n|\n|ApplyEngineTests
 window-group-per-subscriber|Sources/DiffcastEngine/WindowGroups.swift|        if let existing = byKey[tracker.key], groups[existing] != nil {|        if Bool(false), let existing = byKey[tracker.key] {|ApplyEngineTests
-window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
+window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine+Subscriptions.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
 poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
 skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
 forged-snapshot-adopted|Sources/DiffcastEngine/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests

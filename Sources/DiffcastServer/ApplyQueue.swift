@@ -1,4 +1,3 @@
-import CLibUV
 import CSystem
 import DiffcastCore
 import DiffcastEngine

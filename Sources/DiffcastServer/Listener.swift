@@ -28,8 +28,8 @@ enum Listener {
                 throw ServerError.noDirectory(path, directory: directory)
             }
         }
-        let handle = allocateHandle(UV_NAMED_PIPE)
-        uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
+        let handle = LoopHandles.make(UV_NAMED_PIPE)
+        try initialize(handle, as: UV_NAMED_PIPE, on: server.loop, describedAs: "socket \(path)")
         let bound = uv_pipe_bind(handle.assumingMemoryBound(to: uv_pipe_t.self), path)
         return try listen(handle, bound: bound, describedAs: "socket \(path)", server: server)
     }
@@ -53,15 +53,15 @@ enum Listener {
                 || pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { uv_ip6_addr(host, port, $0) } == 0
         }
         guard parsed else { throw ServerError.badAddress(address) }
-        let handle = allocateHandle(UV_TCP)
-        uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
+        let handle = LoopHandles.make(UV_TCP)
+        try initialize(handle, as: UV_TCP, on: server.loop, describedAs: "tcp \(address)")
         let bound = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
             }
         }
         // The purpose rides in the listening handle's data (connections use theirs for their id).
-        dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: purpose.rawValue)
+        LoopHandles.setTag(purpose.rawValue, of: handle)
         return try listen(
             handle, bound: bound,
             describedAs: purpose == .metrics
@@ -78,15 +78,12 @@ enum Listener {
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
             } == 0 && address.ss_family == sa_family_t(AF_UNIX)
         let type = isUnix ? UV_NAMED_PIPE : UV_TCP
-        let handle = allocateHandle(type)
-        let opened: Int32
-        if isUnix {
-            uv_pipe_init(server.loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
-            opened = uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
-        } else {
-            uv_tcp_init(server.loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
-            opened = uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
-        }
+        let handle = LoopHandles.make(type)
+        try initialize(handle, as: type, on: server.loop, describedAs: "inherited fd \(descriptor)")
+        let opened =
+            isUnix
+            ? uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
+            : uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
         var name = "inherited fd \(descriptor)"
         if isUnix {
             let path = withUnsafeBytes(of: &address) { raw in
@@ -110,7 +107,7 @@ enum Listener {
             }
         }
         guard result == 0 else {
-            uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            LoopHandles.close(handle)
             throw ServerError.libuv("listening on \(what)", result)
         }
         server.logger.info("listening on \(what)")
@@ -122,29 +119,42 @@ enum Listener {
         if dc_handle(handle).pointee.type == UV_NAMED_PIPE, let path {
             unlink(path)
         }
-        uv_close(dc_handle(handle)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+        LoopHandles.close(handle)
     }
 
-    private static func allocateHandle(_ type: uv_handle_type) -> UnsafeMutableRawPointer {
-        let size = uv_handle_size(type)
-        let handle = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
-        handle.initializeMemory(as: UInt8.self, repeating: 0, count: size)
-        return handle
+    /// Initializes a stream handle of `type` on `loop`; one that cannot be is freed, and its
+    /// listener does not start.
+    private static func initialize(
+        _ handle: UnsafeMutableRawPointer, as type: uv_handle_type, on loop: UnsafeMutablePointer<uv_loop_t>?,
+        describedAs what: String
+    ) throws {
+        let result = initializeStream(handle, as: type, on: loop)
+        guard result == 0 else {
+            LoopHandles.discard(handle)
+            throw ServerError.libuv("making a handle for \(what)", result)
+        }
+    }
+
+    private static func initializeStream(
+        _ handle: UnsafeMutableRawPointer, as type: uv_handle_type, on loop: UnsafeMutablePointer<uv_loop_t>?
+    ) -> Int32 {
+        type == UV_TCP
+            ? uv_tcp_init(loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
+            : uv_pipe_init(loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
     }
 
     private static func didConnect(_ stream: UnsafeMutablePointer<uv_stream_t>?, status: Int32, type: uv_handle_type) {
         guard let stream, status == 0, let server = Server.from(stream) else { return }
-        let client = allocateHandle(type)
-        if type == UV_TCP {
-            uv_tcp_init(stream.pointee.loop, client.assumingMemoryBound(to: uv_tcp_t.self))
-        } else {
-            uv_pipe_init(stream.pointee.loop, client.assumingMemoryBound(to: uv_pipe_t.self), 0)
-        }
-        guard uv_accept(stream, dc_stream(client)) == 0 else {
-            uv_close(dc_handle(client)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+        let client = LoopHandles.make(type)
+        guard initializeStream(client, as: type, on: stream.pointee.loop) == 0 else {
+            LoopHandles.discard(client)
             return
         }
-        let purpose = Purpose(rawValue: UInt(bitPattern: dc_handle(stream).pointee.data)) ?? .clients
+        guard uv_accept(stream, dc_stream(client)) == 0 else {
+            LoopHandles.close(client)
+            return
+        }
+        let purpose = Purpose(rawValue: LoopHandles.tag(of: UnsafeMutableRawPointer(stream))) ?? .clients
         switch purpose {
         case .clients: server.accept(client, isTCP: type == UV_TCP)
         case .http: server.accept(client, isTCP: true, http: .api)

@@ -32,7 +32,7 @@ extension Server {
                 HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
         }
         connections[connection.id] = connection
-        dc_handle(handle).pointee.data = UnsafeMutableRawPointer(bitPattern: UInt(connection.id))
+        LoopHandles.setTag(UInt(connection.id), of: handle)
         guard connections.count <= configuration.maximumConnections else {
             logger.warning(
                 "refusing a connection", metadata: ["limit": "max_connections \(configuration.maximumConnections)"])
@@ -64,9 +64,10 @@ extension Server {
         return true
     }
 
+    /// Reads a connection (again); one whose socket cannot be read is closed.
     func startReading(_ connection: Connection) {
         connection.resumeReading()
-        uv_read_start(
+        let result = uv_read_start(
             dc_stream(connection.handle),
             { handle, _, buffer in
                 guard let server = Server.from(handle), let buffer else { return }
@@ -77,6 +78,12 @@ extension Server {
                 guard let stream, let server = Server.from(stream) else { return }
                 server.didRead(stream: stream, count: count)
             })
+        if result != 0 {
+            logger.warning(
+                "cannot read a connection; closing it",
+                metadata: ["connection": "\(connection.id)", "error": "\(String(cString: uv_strerror(result)))"])
+            close(connection)
+        }
     }
 
     /// Requests outstanding at the apply queue on one connection before it is read no further.
@@ -103,8 +110,7 @@ extension Server {
     }
 
     func connection(of handle: UnsafeMutableRawPointer) -> Connection? {
-        guard let data = dc_handle(handle).pointee.data else { return nil }
-        return connections[ConnectionID(UInt(bitPattern: data))]
+        connections[ConnectionID(LoopHandles.tag(of: handle))]
     }
 
     func didRead(stream: UnsafeMutablePointer<uv_stream_t>, count: Int) {
@@ -295,7 +301,7 @@ extension Server {
         connection.markClosing()
         fanOut.removeSubscriptions(of: connection)
         dirty.remove(connection.id)
-        uv_close(dc_handle(connection.handle)) { handle in handle.map { UnsafeMutableRawPointer($0).deallocate() } }
+        LoopHandles.close(connection.handle)
     }
 
     /// Connections of clients (scrapes of the metrics listener are not counted).

@@ -37,25 +37,24 @@ extension Server {
 
     /// Status for `systemctl status` every few seconds, and the watchdog ping when systemd asks
     /// for one. Both timers are unreferenced: they never keep the loop alive on their own.
-    func startHousekeeping() {
-        func every(_ milliseconds: UInt64, _ callback: @escaping uv_timer_cb) {
-            let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
-            timer.initialize(to: uv_timer_t())
-            uv_timer_init(loop, timer)
-            uv_timer_start(timer, callback, milliseconds, milliseconds)
-            uv_unref(dc_handle(timer))
+    func startHousekeeping() throws {
+        func every(_ milliseconds: UInt64, _ callback: @escaping uv_timer_cb) throws {
+            let timer = LoopHandles.make(uv_timer_t.self, UV_TIMER)
+            try check(uv_timer_init(loop, timer), "uv_timer_init", orDiscard: timer)
             housekeepingTimers.append(timer)
+            try check(uv_timer_start(timer, callback, milliseconds, milliseconds), "uv_timer_start")
+            uv_unref(dc_handle(timer))
         }
         if configuration.httpAddress != nil {
-            every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
+            try every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
         }
         guard systemd.isSupervised else { return }
-        every(5000) { timer in
+        try every(5000) { timer in
             guard let server = Server.from(timer) else { return }
             server.systemd.notify("STATUS=\(server.statusLine())")
         }
         if let interval = systemd.watchdogIntervalMilliseconds {
-            every(interval) { timer in Server.from(timer)?.systemd.notify("WATCHDOG=1") }
+            try every(interval) { timer in Server.from(timer)?.systemd.notify("WATCHDOG=1") }
         }
     }
 

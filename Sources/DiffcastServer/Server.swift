@@ -77,9 +77,10 @@ public final class Server {
         dc_unblock_signals()
         try check(uv_loop_init(loop), "uv_loop_init")
         loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        let asyncHandle = UnsafeMutablePointer<uv_async_t>.allocate(capacity: 1)
-        asyncHandle.initialize(to: uv_async_t())
-        try check(uv_async_init(loop, asyncHandle) { handle in Server.from(handle)?.drainMailbox() }, "uv_async_init")
+        let asyncHandle = LoopHandles.make(uv_async_t.self, UV_ASYNC)
+        try check(
+            uv_async_init(loop, asyncHandle) { handle in Server.from(handle)?.drainMailbox() }, "uv_async_init",
+            orDiscard: asyncHandle)
         let mailbox = OutcomeMailbox(handle: asyncHandle)
         self.mailbox = mailbox
         let logger = self.logger
@@ -97,20 +98,20 @@ public final class Server {
             try applyQueue.attach(backbone, snapshotEvery: configuration.backboneSnapshotEvery, logger: logger)
         }
         for signal in [SIGINT, SIGTERM, SIGHUP] {
-            let handle = UnsafeMutablePointer<uv_signal_t>.allocate(capacity: 1)
-            handle.initialize(to: uv_signal_t())
-            uv_signal_init(loop, handle)
-            uv_signal_start(
-                handle,
-                { handle, signal in
-                    if signal == SIGHUP {
-                        Server.from(handle)?.reload()
-                    } else {
-                        Server.from(handle)?.stop(reason: "signal \(signal)")
-                    }
-                }, signal)
-            uv_unref(dc_handle(handle))
+            let handle = LoopHandles.make(uv_signal_t.self, UV_SIGNAL)
+            try check(uv_signal_init(loop, handle), "uv_signal_init", orDiscard: handle)
             signals.append(handle)
+            try check(
+                uv_signal_start(
+                    handle,
+                    { handle, signal in
+                        if signal == SIGHUP {
+                            Server.from(handle)?.reload()
+                        } else {
+                            Server.from(handle)?.stop(reason: "signal \(signal)")
+                        }
+                    }, signal), "uv_signal_start")
+            uv_unref(dc_handle(handle))
         }
         let inherited = SystemdIntegration.takeInheritedListeners()
         for descriptor in inherited {
@@ -143,12 +144,11 @@ public final class Server {
             if let boundSocketPath { unlink(boundSocketPath) }
             throw error
         }
-        startHousekeeping()
+        try startHousekeeping()
         onReady()
         systemd.notify("READY=1\nSTATUS=\(statusLine())")
         uv_run(loop, UV_RUN_DEFAULT)
         uv_loop_close(loop)
-        asyncHandle.deallocate()
     }
 
     static func from(_ handle: UnsafeMutableRawPointer?) -> Server? {
@@ -168,7 +168,7 @@ public final class Server {
         }
         listeners = []
         for timer in housekeepingTimers {
-            uv_close(dc_handle(timer)) { $0.map { UnsafeMutableRawPointer($0).deallocate() } }
+            LoopHandles.close(timer)
         }
         housekeepingTimers = []
         applyQueue?.waitUntilIdle()
@@ -179,17 +179,25 @@ public final class Server {
             finishIfDone(connection)
         }
         for handle in signals {
-            uv_close(dc_handle(handle)) { handle in handle?.deallocate() }
+            LoopHandles.close(handle)
         }
         signals = []
         if let mailbox {
             mailbox.close()
-            uv_close(dc_handle(mailbox.handle), nil)
+            LoopHandles.close(mailbox.handle)
         }
     }
 
     func check(_ result: Int32, _ what: String) throws {
         if result != 0 { throw ServerError.libuv(what, result) }
+    }
+
+    /// Checks a handle's init; a handle that could not be initialized is freed.
+    func check<Handle>(_ result: Int32, _ what: String, orDiscard handle: UnsafeMutablePointer<Handle>) throws {
+        guard result == 0 else {
+            LoopHandles.discard(UnsafeMutableRawPointer(handle))
+            throw ServerError.libuv(what, result)
+        }
     }
 }
 

@@ -1,0 +1,97 @@
+import DiffcastCore
+import DiffcastWire
+
+/// Writes: applied to a collection's open batch, which becomes one version when it is published.
+extension ApplyEngine {
+    // MARK: - Writes
+
+    func write(_ operation: WriteOperation, to name: String, _ request: Request, _ address: ResponseAddress) {
+        let found = collections[name]
+        if found == nil && isAtCollectionLimit {
+            statistics.writesRejected += 1
+            return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
+        }
+        touch(name)
+        let state = found ?? state(for: name)
+        let most = operation.mostItemsAfter(current: state.document.itemCount)
+        if most > limits.itemsPerCollection {
+            statistics.writesRejected += 1
+            if !state.exists && state.openBatch == nil { collections[name] = nil }
+            return fail(
+                request, address,
+                .limitExceeded("max_items_per_collection (\(limits.itemsPerCollection)): this write could make \(most)")
+            )
+        }
+        let opensBatch = state.openBatch == nil
+        if opensBatch { open(state) }
+        do {
+            try state.document.apply(operation)
+        } catch {
+            statistics.writesRejected += 1
+            if opensBatch {
+                state.openBatch = nil
+                openBatches.removeLast()
+                if !state.exists { collections[name] = nil }
+            }
+            return fail(request, address, state.exists ? error : .inMissingCollection(name, error))
+        }
+        statistics.writesApplied += 1
+        materialize(state)
+        // Appended in place: copying the batch out and back would make a burst quadratic.
+        state.openBatch?.acknowledgements.append(
+            OpenBatch.Acknowledgement(address: address, id: request.id, op: request.op, line: request.line))
+    }
+
+    /// Starts collecting the writes to `state` into one version.
+    func open(_ state: CollectionState) {
+        state.openBatch = OpenBatch(base: state.document.snapshot)
+        openBatches.append(state)
+    }
+
+    /// Publishes every open batch, in the order of the collections' names.
+    func publishAllOpenBatches() {
+        guard !openBatches.isEmpty else { return }
+        for name in openBatches.map(\.name).sorted() {
+            publishOpenBatch(of: name)
+        }
+    }
+
+    /// Diffs the open batch of a collection once, publishes it as the next version when
+    /// anything changed, then acknowledges every write in it with that version.
+    func publishOpenBatch(of name: String) {
+        guard let state = collections[name], let batch = state.openBatch else { return }
+        state.openBatch = nil
+        openBatches.removeAll { $0 === state }
+        let changeset = state.document.changeset(since: batch.base)
+        if !changeset.isEmpty {
+            if state.history.isEmpty {
+                state.remember(batch.base, as: state.version)
+            }
+            let from = state.version
+            state.version += 1
+            statistics.versionsPublished += 1
+            let event = Event.changeset(
+                collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
+                digest: Digest(of: state.document.snapshot))
+            state.remember(state.document.snapshot, as: state.version)
+            journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
+            outcomes.append(
+                .published(
+                    collection: name, from: from, to: state.version, event: Encoded(event),
+                    windows: advanceWindows(of: state, from: batch.base, changeset: changeset)))
+        }
+        let mark = VersionMark(collection: name, version: state.version)
+        // The writes of a batch share their version, so writes without an `id` and with the same
+        // op (a feed's) get the same bytes: encoded once and shared.
+        var lastShared: (op: String, response: Encoded<Response>)?
+        for write in batch.acknowledgements {
+            if write.id == nil, let shared = lastShared, shared.op == write.op {
+                outcomes.append(.acknowledged(write.address, shared.response, mark))
+                continue
+            }
+            let response = Encoded(Response.success(id: write.id, op: write.op, .version(mark.version)))
+            if write.id == nil { lastShared = (write.op, response) }
+            outcomes.append(.acknowledged(write.address, response, mark))
+        }
+    }
+}
