@@ -12,6 +12,9 @@ extension Changeset {
     /// the state it leads to, or throws where the changeset does not fit. On chunked item lists,
     /// so it costs what the changeset lists (times the chunk table of a touched section), not
     /// what the collection holds.
+    ///
+    /// - Complexity: proportional to the changes listed, plus the chunk table of each touched
+    ///   section; not to the items the collection holds.
     public func apply(to state: Snapshot) throws(ChangesetMismatch) -> Snapshot {
         var sectionsNow = state.sections
         // 1. Items out at old coordinates, moved ones kept by identifier.

@@ -10,6 +10,9 @@ public struct Digest: Hashable, Sendable, CustomStringConvertible {
 
     /// The digest of a snapshot from its chunks' cached parts: one step per section and per
     /// chunk, never per item.
+    ///
+    /// - Complexity: O(sections + chunks); a chunk whose items changed is re-hashed once
+    ///   (O(its items, at most 512)) and cached.
     public init(of snapshot: Snapshot) {
         var part = DigestPart.empty
         for section in snapshot.sections {

@@ -63,6 +63,9 @@ public struct Document: Sendable {
     // MARK: - Applying writes
 
     /// Applies one write. On error nothing changes.
+    ///
+    /// - Complexity: O(items written) for lookups in the `ItemDirectory`, plus the copy of each
+    ///   chunk the write touches that an earlier version still shares (at most 512 items).
     public mutating func apply(_ operation: WriteOperation) throws(DiffcastError) {
         switch operation {
         case .batch(let operations):

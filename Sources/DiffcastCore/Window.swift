@@ -191,6 +191,9 @@ public struct WindowTracker: Sendable {
     /// Moves on to the next published version, `document`, whose previous version was
     /// `previous`. Returns the changeset from the old view to the new one with the version's
     /// marks on what is in both, or nil when the view did not change.
+    ///
+    /// - Complexity: O(1) when the version touched nothing at or before the window (a position
+    ///   check); otherwise O(window size) to take the view and its digest.
     public mutating func advance(from previous: Snapshot, to document: Document, marks: WindowMarks) -> Changeset? {
         if let touched = marks.touchedPositions {
             // Nothing moved: the anchor, the range and the sections shown are as they were.

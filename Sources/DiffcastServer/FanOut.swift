@@ -31,7 +31,8 @@ final class FanOut {
         var slowSubscribers: ServerConfiguration.SlowSubscriberPolicy
     }
 
-    /// What `stats` and the metrics report of the fan-out.
+    /// What `stats` and the metrics report of the fan-out (counted here once; the metrics take
+    /// their growth when scraped).
     struct Counters {
         var eventsQueued: UInt64 = 0
         var bytesQueued: UInt64 = 0
@@ -42,7 +43,6 @@ final class FanOut {
     var policy: Policy
     private(set) var counters = Counters()
     private unowned let host: any FanOutHost
-    private let metrics: ServerMetrics?
     private let logger: Logger
     /// Frames the WebSocket text frames that events go out in (`FramedEvent`).
     private let webSocketFramer = WebSocketCodec(maximumMessageBytes: 1)
@@ -52,10 +52,9 @@ final class FanOut {
     /// the members of its group, and a version outside every window touches none of them.
     private var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
 
-    init(policy: Policy, host: any FanOutHost, metrics: ServerMetrics?, logger: Logger) {
+    init(policy: Policy, host: any FanOutHost, logger: Logger) {
         self.policy = policy
         self.host = host
-        self.metrics = metrics
         self.logger = logger
     }
 
@@ -99,6 +98,9 @@ final class FanOut {
 
     /// Queues the same event bytes to every subscriber that holds `from`; one that is over its
     /// unsent-bytes limit is skipped and caught up once it drains (or disconnected, by policy).
+    ///
+    /// - Complexity: O(subscribers of the collection); the event is framed once per transport
+    ///   and each subscriber's queue takes a reference to the shared bytes, not a copy.
     func publish(collection name: String, from: UInt64, to: UInt64, event: SharedBytes) {
         guard let ids = subscribers[name] else { return }
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
@@ -215,7 +217,6 @@ final class FanOut {
     ) {
         guard let connection = host.connection(id), var subscription = connection.subscriptions[name] else { return }
         counters.catchUps += 1
-        metrics?.catchUps.increment()
         if let event { queue(FramedEvent(event, webSocketFramer: webSocketFramer), to: connection) }
         subscription.version = version
         subscription.delivery = .current
@@ -312,7 +313,6 @@ final class FanOut {
     /// that is written.
     private func disconnectSlow(_ connection: Connection) {
         counters.slowDisconnects += 1
-        metrics?.slowDisconnects.increment()
         logger.warning("disconnecting a slow subscriber", metadata: ["connection": "\(connection.id)"])
         removeSubscriptions(of: connection)
         host.stopReading(connection)
@@ -328,8 +328,6 @@ final class FanOut {
         guard event.line.count > 0 else { return }
         counters.eventsQueued += 1
         counters.bytesQueued += UInt64(event.line.count)
-        metrics?.eventsQueued.increment()
-        metrics?.bytesQueued.increment(by: Int64(event.line.count))
         connection.enqueue(event: event)
         host.needsWrite(connection)
     }

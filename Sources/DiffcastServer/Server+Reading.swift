@@ -19,7 +19,6 @@ extension Server {
         if http != .metrics {
             // A scrape is no client: the counts say what clients did.
             counters.connectionsAccepted += 1
-            metrics?.connectionsAccepted.increment()
         }
         logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
         let connection = Connection(
@@ -169,7 +168,6 @@ extension Server {
             return
         }
         counters.requests += 1
-        metrics?.requests.increment()
         let slot = connection.reserveSlot()
         let address = ResponseAddress(connection: connection.id, slot: slot)
         let request: Request

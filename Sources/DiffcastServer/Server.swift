@@ -24,7 +24,7 @@ public final class Server {
     var connections: [ConnectionID: Connection] = [:]
     /// Subscriptions and what each connection is sent.
     lazy var fanOut = FanOut(
-        policy: FanOut.Policy(configuration), host: self, metrics: metrics, logger: logger)
+        policy: FanOut.Policy(configuration), host: self, logger: logger)
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
     /// Connections with something new to write (`flushDirty`).
@@ -49,9 +49,22 @@ public final class Server {
     /// Why the apply queue refuses writes (a full disk), while it does.
     var readOnlyReason: String?
 
+    /// Counted once, here and in `FanOut.Counters`: `stats` reads them, and a scrape adds
+    /// their growth to the metrics (`reportedTotals`).
     struct LoopCounters {
         var connectionsAccepted: UInt64 = 0
         var requests: UInt64 = 0
+    }
+
+    /// The loop's counters as last added to the metrics.
+    var reportedTotals = ServerMetrics.LoopTotals()
+
+    /// The loop's counters now, for the metrics.
+    var loopTotals: ServerMetrics.LoopTotals {
+        ServerMetrics.LoopTotals(
+            connectionsAccepted: counters.connectionsAccepted, requests: counters.requests,
+            eventsQueued: fanOut.counters.eventsQueued, bytesQueued: fanOut.counters.bytesQueued,
+            catchUps: fanOut.counters.catchUps, slowDisconnects: fanOut.counters.slowDisconnects)
     }
 
     public init(configuration: ServerConfiguration, logger: Logger, systemd: SystemdIntegration) {
@@ -135,6 +148,9 @@ public final class Server {
                 refreshMetricGauges = { [unowned self] in
                     metrics.connections.set(Int64(clientConnectionCount))
                     metrics.subscriptions.set(Int64(fanOut.subscriptionCount))
+                    let totals = loopTotals
+                    metrics.record(totals, since: reportedTotals)
+                    reportedTotals = totals
                     if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))

@@ -68,11 +68,33 @@ public final class ServerMetrics: Sendable {
         logSyncSeconds = latency("log_sync", "fdatasync of the write-ahead log.")
     }
 
+    /// The loop thread's counters (connections, requests, fan-out), as `stats` reports them.
+    struct LoopTotals {
+        var connectionsAccepted: UInt64 = 0
+        var requests: UInt64 = 0
+        var eventsQueued: UInt64 = 0
+        var bytesQueued: UInt64 = 0
+        var catchUps: UInt64 = 0
+        var slowDisconnects: UInt64 = 0
+    }
+
+    private func grow(_ counter: Counter, _ now: UInt64, _ before: UInt64) {
+        if now > before { counter.increment(by: Int64(clamping: now - before)) }
+    }
+
+    /// Adds what the loop's counters grew by since `previous` (called before a scrape is
+    /// answered, so each event is counted once, on the loop, and the metrics follow).
+    func record(_ totals: LoopTotals, since previous: LoopTotals) {
+        grow(connectionsAccepted, totals.connectionsAccepted, previous.connectionsAccepted)
+        grow(requests, totals.requests, previous.requests)
+        grow(eventsQueued, totals.eventsQueued, previous.eventsQueued)
+        grow(bytesQueued, totals.bytesQueued, previous.bytesQueued)
+        grow(catchUps, totals.catchUps, previous.catchUps)
+        grow(slowDisconnects, totals.slowDisconnects, previous.slowDisconnects)
+    }
+
     /// Adds what the apply queue's counters grew by since `previous`.
     func record(_ statistics: ApplyStatistics, since previous: ApplyStatistics) {
-        func grow(_ counter: Counter, _ now: UInt64, _ before: UInt64) {
-            if now > before { counter.increment(by: Int64(now - before)) }
-        }
         grow(writesApplied, statistics.writesApplied, previous.writesApplied)
         grow(writesRejected, statistics.writesRejected, previous.writesRejected)
         grow(versionsPublished, statistics.versionsPublished, previous.versionsPublished)

@@ -20,7 +20,7 @@ import Testing
         var stoppedReading: [ConnectionID] = []
         let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 64, items: 10_000))
         let policy: FanOut.Policy
-        lazy var fanOut = FanOut(policy: policy, host: self, metrics: nil, logger: Logger(label: "fan-out-test"))
+        lazy var fanOut = FanOut(policy: policy, host: self, logger: Logger(label: "fan-out-test"))
 
         init(maximumUnsentBytes: Int = 1 << 20, slowSubscribers: ServerConfiguration.SlowSubscriberPolicy = .catchUp) {
             policy = FanOut.Policy(maximumUnsentBytes: maximumUnsentBytes, slowSubscribers: slowSubscribers)
