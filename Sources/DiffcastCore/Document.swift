@@ -16,7 +16,7 @@ public struct Document: Sendable {
     /// Open while a batch or a transaction runs: how to put the directory back.
     private var undo: UndoLog?
     /// Where the open transaction started.
-    private var transactionStart: Checkpoint?
+    private var transactionStart: UndoPoint?
 
     public init() {
         snapshot = Snapshot()
@@ -82,7 +82,7 @@ public struct Document: Sendable {
     public mutating func beginTransaction() {
         guard transactionStart == nil else { return }
         if undo == nil { undo = UndoLog() }
-        transactionStart = checkpoint()
+        transactionStart = undoPoint()
     }
 
     /// Keeps every write since `beginTransaction()` and forgets how to undo them.
@@ -101,7 +101,7 @@ public struct Document: Sendable {
     private mutating func applyBatch(_ operations: [WriteOperation]) throws(DiffcastError) {
         let opensLog = undo == nil
         if opensLog { undo = UndoLog() }
-        let start = checkpoint()
+        let start = undoPoint()
         defer { if opensLog { undo = nil } }
         do throws(DiffcastError) {
             for (entry, operation) in operations.enumerated() {
@@ -120,13 +120,13 @@ public struct Document: Sendable {
         }
     }
 
-    private func checkpoint() -> Checkpoint {
-        Checkpoint(snapshot: snapshot, marks: marks, directoryChanges: undo?.directoryChanges.count ?? 0)
+    private func undoPoint() -> UndoPoint {
+        UndoPoint(snapshot: snapshot, marks: marks, directoryChanges: undo?.directoryChanges.count ?? 0)
     }
 
     /// Puts the document back as it was at `point`: the directory changes since then undone
     /// newest first, the snapshot and marks as they were.
-    private mutating func rollBack(to point: Checkpoint) {
+    private mutating func rollBack(to point: UndoPoint) {
         while let count = undo?.directoryChanges.count, count > point.directoryChanges,
             let change = undo?.directoryChanges.removeLast()
         {
@@ -502,7 +502,7 @@ private struct UndoLog: Sendable {
 
 /// A point to roll back to: the snapshot and marks then (shared, not copied) and how many
 /// directory changes the log held.
-private struct Checkpoint: Sendable {
+private struct UndoPoint: Sendable {
     let snapshot: Snapshot
     let marks: ChangeMarks
     let directoryChanges: Int
