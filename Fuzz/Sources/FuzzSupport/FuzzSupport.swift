@@ -148,7 +148,7 @@ public final class EventOracle {
         _ = engine.commitLastBatch()
         for case .subscribed(_, let collection, let version, let event?, _, _) in outcomes where collection == name {
             var mirror = CollectionMirror()
-            feed(&mirror, event.bytes, what: "the snapshot of '\(name)' at subscribe")
+            feed(&mirror, event.bytes.bytes, what: "the snapshot of '\(name)' at subscribe")
             guard mirror.version == version else { Fuzz.failure("snapshot of '\(name)' is not at \(version)") }
             remember(mirror, of: name)
         }
@@ -177,7 +177,7 @@ public final class EventOracle {
                 guard mirror.version == from else {
                     Fuzz.failure("'\(name)' published \(from)->\(to) while its subscriber holds \(mirror.version ?? 0)")
                 }
-                feed(&mirror, event.bytes, what: "event \(from)->\(to) of '\(name)'")
+                feed(&mirror, event.bytes.bytes, what: "event \(from)->\(to) of '\(name)'")
                 guard mirror.version == to else { Fuzz.failure("event of '\(name)' leads to \(mirror.version ?? 0)") }
                 remember(mirror, of: name)
             case .dropped(let name):
@@ -188,7 +188,7 @@ public final class EventOracle {
                 // A windowed subscribe of the input's: the first subscriber of a group starts its
                 // mirror; a later one's snapshot must show what the group's mirror holds.
                 var mirror = CollectionMirror()
-                feed(&mirror, event.bytes, what: "windowed snapshot of '\(name)'")
+                feed(&mirror, event.bytes.bytes, what: "windowed snapshot of '\(name)'")
                 guard mirror.version == version, mirror.window?.range == window.range else {
                     Fuzz.failure("windowed snapshot of '\(name)' is not at \(version) \(window.range)")
                 }
@@ -202,7 +202,7 @@ public final class EventOracle {
             where address.connection != Self.connection:
                 // A subscribe of the input's, with or without `since`: its catch-up event must
                 // lead from what the subscriber said it holds to `version`.
-                let value = parse(event.bytes, what: "catch-up event of '\(name)'")
+                let value = parse(event.bytes.bytes, what: "catch-up event of '\(name)'")
                 var mirror: CollectionMirror
                 if case .string("changeset") = value["event"] {
                     guard case .number(let text) = value["from"], let from = UInt64(text),
@@ -212,7 +212,7 @@ public final class EventOracle {
                 } else {
                     mirror = CollectionMirror()
                 }
-                feed(&mirror, event.bytes, what: "catch-up event of '\(name)'")
+                feed(&mirror, event.bytes.bytes, what: "catch-up event of '\(name)'")
                 guard mirror.version == version else { Fuzz.failure("catch-up of '\(name)' is not at \(version)") }
             default:
                 break
