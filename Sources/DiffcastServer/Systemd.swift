@@ -1,4 +1,5 @@
 import CLibUV
+import CSystem
 import Glibc
 
 /// The parts of systemd's service protocol the daemon speaks, without libsystemd: readiness and
