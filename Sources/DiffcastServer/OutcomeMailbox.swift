@@ -18,14 +18,12 @@ final class OutcomeMailbox: @unchecked Sendable {
         self.handle = handle
     }
 
-    /// From any thread: queue outcomes and wake the loop.
+    /// From any thread: queue outcomes and wake the loop. The wake is sent under the lock, so
+    /// once `close` returns no send is under way: the handle's memory is freed by its close.
     func post(_ outcomes: [Outcome]) {
-        let shouldWake = state.withLock { state in
-            guard state.isOpen else { return false }
+        state.withLock { state in
+            guard state.isOpen else { return }
             state.outcomes.append(contentsOf: outcomes)
-            return true
-        }
-        if shouldWake {
             uv_async_send(handle)
         }
     }
