@@ -62,6 +62,8 @@ skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift
 forged-snapshot-adopted|Sources/DiffcastEngine/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
 forwarded-answer-holds-back|Sources/DiffcastEngine/SharedLogApplier.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
 forwarded-answer-past-log-end|Sources/DiffcastEngine/SharedLogApplier.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
+forwarded-read-decoded|Sources/DiffcastEngine/SharedLogApplier.swift|                default:\n                    outcomes.append(.relayed(address, SharedBytes(line)))\n                    continue|                default:\n                    break|SharedLogApplierTests
+forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier.swift|ResponseDecoder.response(line, maximumDepth: depth)|ResponseDecoder.response(line, maximumDepth: 4)|SharedLogApplierTests
 state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
 EOF

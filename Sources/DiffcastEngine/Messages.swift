@@ -46,6 +46,9 @@ public struct VersionMark: Sendable, Hashable {
 /// responses and events as values, each with the bytes it goes out as.
 public enum Outcome: Sendable {
     case response(ResponseAddress, Encoded<Response>)
+    /// An answer another daemon wrote (a collection's owner, to a read forwarded with writes),
+    /// passed on as it came.
+    case relayed(ResponseAddress, SharedBytes)
     /// The response to a write that is visible from `mark.version` on.
     case acknowledged(ResponseAddress, Encoded<Response>, VersionMark)
     /// A new version: `event` goes to every whole subscriber that holds `from`, and each of

@@ -343,7 +343,14 @@ public final class SharedLogApplier {
                     continue
                 }
                 guard let line = answers.next() else { continue }
-                guard let response = try? ResponseDecoder.response(line) else {
+                switch request.command {
+                case .write, .subscribe: break
+                default:
+                    outcomes.append(.relayed(address, SharedBytes(line)))
+                    continue
+                }
+                let depth = engine.lineParser.limits.maximumDepth
+                guard let response = try? ResponseDecoder.response(line, maximumDepth: depth) else {
                     refuse([job], because: "the owner's answer cannot be read; the write may or may not be applied")
                     continue
                 }

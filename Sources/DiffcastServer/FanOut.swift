@@ -64,6 +64,8 @@ final class FanOut {
         switch outcome {
         case .response(let address, let response):
             respond(address, response.bytes)
+        case .relayed(let address, let bytes):
+            respond(address, bytes)
         case .acknowledged(let address, let response, let mark):
             respond(address, response.bytes, after: mark)
         case .published(let name, let from, let to, let event, let windows):

@@ -24,7 +24,7 @@ extension Server {
     /// finished here, with what the loop knows.
     func deliver(_ outcome: Outcome) {
         switch outcome {
-        case .response, .acknowledged, .published, .subscribed, .rewindowed, .caughtUp, .dropped:
+        case .response, .relayed, .acknowledged, .published, .subscribed, .rewindowed, .caughtUp, .dropped:
             fanOut.deliver(outcome)
         case .listing(let address, let id, let rows):
             let bytes = WireEncoder.success(id: id, op: "list") { output in

@@ -82,14 +82,17 @@ extension WireEncoder {
     }
 }
 
-/// Reads the answers a daemon relays from another (a forwarded write's, drop's or
-/// subscription's): whether each succeeded, and the version it names. A `get` answer, whose
-/// state is never relayed, is refused rather than read half.
+/// Reads the answers to writes, drops and subscriptions that a daemon relays from another:
+/// whether each succeeded, and the version it names. A `get`'s answer, which the relaying daemon
+/// passes on as it came, is refused here rather than read half.
 public enum ResponseDecoder {
-    public static func response(_ line: [UInt8]) throws(Malformed) -> Response {
+    /// `maximumDepth`: the depth requests may have, since an answer echoes its request's `id`.
+    public static func response(
+        _ line: [UInt8], maximumDepth: Int = JSONParser.defaultMaximumDepth
+    ) throws(Malformed) -> Response {
         let value: JSONValue
         do {
-            value = try JSONParser.parse(line, maximumDepth: 4)
+            value = try JSONParser.parse(line, maximumDepth: maximumDepth)
         } catch {
             throw Malformed(description: "not a response: \(error.message)")
         }
@@ -102,7 +105,7 @@ public enum ResponseDecoder {
             else { throw Malformed(description: "a failure without an error code and message") }
             return .failure(id: id, op: op, .relayed(code: code, message: message))
         case .bool(true):
-            guard value["sections"] == nil else { throw Malformed(description: "a state answer is never relayed") }
+            guard value["sections"] == nil else { throw Malformed(description: "a state answer is not read here") }
             guard let versionValue = value["version"] else { return Response(id: id, op: op, result: .success(.done)) }
             let version = try EventDecoder.version(versionValue)
             if case .string(let name) = value["collection"], case .string(let epoch) = value["epoch"] {

@@ -157,6 +157,28 @@ import Testing
         #expect(try answerIn(refused, slot: 2).contains(#""code":"unavailable""#))
     }
 
+    /// A read forwarded with writes (they arrived together at a daemon that does not own the
+    /// collection) is answered with the owner's answer as it came, state and all; a write whose
+    /// `id` is deeply nested is acknowledged, not refused because its echo is deep.
+    @Test func readsForwardedWithWritesGetTheOwnersAnswer() throws {
+        let cluster = MemoryCluster()
+        let a = cluster.join("a")
+        let b = cluster.join("b")
+        let create = #"{"op":"append_sections","collection":"c","sections":[{"id":"s","items":["a"]}]}"#
+        #expect(try a.answer(create, slot: 0).hasPrefix(#"{"ok":true"#))
+        let nestedID = String(repeating: "[", count: 40) + "1" + String(repeating: "]", count: 40)
+        let outcomes = b.applier.run([
+            try job(#"{"op":"append_items","collection":"c","id":\#(nestedID),"items":["x"]}"#, slot: 1),
+            try job(#"{"op":"get","collection":"c","id":"g"}"#, slot: 2),
+        ])
+        let write = try answerIn(outcomes, slot: 1)
+        #expect(write.hasPrefix(#"{"ok":true"#) && write.contains(#""version":2"#), "\(write)")
+        let get = try answerIn(outcomes, slot: 2)
+        #expect(get.hasPrefix(#"{"ok":true,"id":"g","op":"get","collection":"c""#), "\(get)")
+        let state = try JSONParser.parse(Array(get.utf8.dropLast()))
+        #expect(try EventDecoder.outline(state["sections"]).flatMap { $0.items.map(\.id.text) } == ["a", "x"])
+    }
+
     /// Anyone who may publish on the log's subjects can put anything there. A message that
     /// cannot be applied is skipped by every daemon alike, also by one that joins later and
     /// replays it (a batch at version 0 used to trap every follower, at every restart), and the
@@ -231,6 +253,8 @@ private func answerIn(_ outcomes: [Outcome], slot: UInt64) throws -> String {
         case .response(let address, let response) where address.slot == slot,
             .acknowledged(let address, let response, _) where address.slot == slot:
             return String(decoding: response.bytes.bytes, as: UTF8.self)
+        case .relayed(let address, let bytes) where address.slot == slot:
+            return String(decoding: bytes.bytes, as: UTF8.self)
         default: continue
         }
     }
