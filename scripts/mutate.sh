@@ -60,10 +60,10 @@ window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine+Subscriptio
 poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
 skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
 forged-snapshot-adopted|Sources/DiffcastEngine/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
-forwarded-answer-holds-back|Sources/DiffcastEngine/SharedLogApplier.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
-forwarded-answer-past-log-end|Sources/DiffcastEngine/SharedLogApplier.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
-forwarded-read-decoded|Sources/DiffcastEngine/SharedLogApplier.swift|                default:\n                    outcomes.append(.relayed(address, SharedBytes(line)))\n                    continue|                default:\n                    break|SharedLogApplierTests
-forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier.swift|ResponseDecoder.response(line, maximumDepth: depth)|ResponseDecoder.response(line, maximumDepth: 4)|SharedLogApplierTests
+forwarded-answer-holds-back|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests
+forwarded-answer-past-log-end|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|            if sequence > end {|            if Bool(false) {|SharedLogApplierTests
+forwarded-read-decoded|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|                default:\n                    outcomes.append(.relayed(address, SharedBytes(line)))\n                    continue|                default:\n                    break|SharedLogApplierTests
+forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|ResponseDecoder.response(line, maximumDepth: depth)|ResponseDecoder.response(line, maximumDepth: 4)|SharedLogApplierTests
 state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
 EOF

@@ -10,34 +10,34 @@ import Logging
 /// forwarded to the owner, and answered once this daemon has applied the owner's log through
 /// that write. Runs on the apply worker only.
 public final class SharedLogApplier {
-    private let engine: ApplyEngine
-    private let backbone: Backbone
-    private let logger: Logger
-    private let node: String
+    let engine: ApplyEngine
+    let backbone: Backbone
+    let logger: Logger
+    let node: String
     /// The log sequence of each collection's last message that the engine reflects: a message
     /// at or below it is this daemon's own, already applied.
-    private var logPosition: [String: UInt64] = [:]
+    var logPosition: [String: UInt64] = [:]
     /// Every log message through this sequence has been applied.
-    private var appliedThrough: UInt64 = 0
+    var appliedThrough: UInt64 = 0
     /// Writes sent to their collection's owner.
-    private var writesForwarded: UInt64 = 0
+    var writesForwarded: UInt64 = 0
     /// Log messages skipped by the rule of `apply`.
-    private var logSkipped: UInt64 = 0
+    var logSkipped: UInt64 = 0
     /// Log messages that wait for a snapshot that could not be read (see `apply`).
-    private var waiting: [LogMessage] = []
+    var waiting: [LogMessage] = []
     /// Outcomes produced while serving arrivals in the middle of other work.
-    private var outcomes: [Outcome] = []
+    var outcomes: [Outcome] = []
     /// How long a forwarded write waits for the owner's log to reach this daemon before it is
     /// answered anyway (its answer then waits for the event, as any write's answer does).
-    private static let logWaitMilliseconds = 5_000
+    static let logWaitMilliseconds = 5_000
     /// Forwarded requests are answered through this connection number, which the loop never
     /// gives out.
     public static let forwardedConnection: ConnectionID = 0
 
     /// Log messages of a collection between two of its snapshots (taken by its owner).
-    private let snapshotEvery: Int
+    let snapshotEvery: Int
     /// Messages this daemon appended to each collection's log since its last snapshot.
-    private var messagesSinceSnapshot: [String: Int] = [:]
+    var messagesSinceSnapshot: [String: Int] = [:]
 
     public init(engine: ApplyEngine, backbone: Backbone, node: String, snapshotEvery: Int, logger: Logger) {
         self.engine = engine
@@ -64,7 +64,7 @@ public final class SharedLogApplier {
     /// Takes a snapshot in place of the log before it. One that names a log message past the
     /// log's end (`logEnd`) is refused: it would make every later message up to that sequence
     /// look applied already, and the collection would stand still here.
-    private func adopt(_ snapshot: SharedLogSnapshot, logEnd: UInt64) {
+    func adopt(_ snapshot: SharedLogSnapshot, logEnd: UInt64) {
         guard snapshot.logSequence <= logEnd else {
             logSkipped += 1
             return logger.error(
@@ -114,7 +114,7 @@ public final class SharedLogApplier {
 
     // MARK: - The shared log
 
-    private func serveArrivals() {
+    func serveArrivals() {
         let arrivals = backbone.takeArrivals()
         apply(arrivals.log)
         for batch in arrivals.forwarded { serve(batch) }
@@ -133,7 +133,7 @@ public final class SharedLogApplier {
     /// partition heals), the message and those after it wait in `waiting` and are tried again at
     /// the next arrival: taking "no snapshot" for an answer then skipped them, and the daemon
     /// stayed behind for good.
-    private func apply(_ arrived: [LogMessage]) {
+    func apply(_ arrived: [LogMessage]) {
         let messages = waiting + arrived
         waiting = []
         for (index, message) in messages.enumerated() where message.sequence > appliedThrough {
@@ -166,7 +166,7 @@ public final class SharedLogApplier {
         }
     }
 
-    private func skip(_ message: LogMessage, because reason: String) {
+    func skip(_ message: LogMessage, because reason: String) {
         logSkipped += 1
         logger.error(
             "shared log: a message that cannot be applied; skipped",
@@ -175,7 +175,7 @@ public final class SharedLogApplier {
 
     /// Whether the engine already holds what a collection's log message brought: the owner's
     /// own messages, and those a snapshot covers.
-    private func reflects(_ sequence: UInt64, of name: String) -> Bool {
+    func reflects(_ sequence: UInt64, of name: String) -> Bool {
         logPosition[name].map { sequence <= $0 } ?? false
     }
 
@@ -183,7 +183,7 @@ public final class SharedLogApplier {
     /// between were cut from the log after a snapshot, which holds them. False when the snapshot
     /// store could not be asked (try again later); true when it answered, with a snapshot (now
     /// adopted) or without.
-    private func recoverFromSnapshot(of name: String) -> Bool {
+    func recoverFromSnapshot(of name: String) -> Bool {
         let bytes: [UInt8]?
         let logEnd: UInt64
         do {
@@ -206,7 +206,7 @@ public final class SharedLogApplier {
     }
 
     /// Applies arrivals until the log has been applied through `sequence`.
-    private func waitForLog(through sequence: UInt64, timeoutMilliseconds: Int) {
+    func waitForLog(through sequence: UInt64, timeoutMilliseconds: Int) {
         let deadline = ContinuousClock.now + .milliseconds(min(timeoutMilliseconds, 1 << 40))
         while appliedThrough < sequence, ContinuousClock.now < deadline {
             backbone.waitForArrivals(timeoutMilliseconds: 50)
@@ -216,7 +216,7 @@ public final class SharedLogApplier {
 
     // MARK: - Jobs
 
-    private func handle(_ jobs: [Job], of name: String?) {
+    func handle(_ jobs: [Job], of name: String?) {
         guard let name, jobs.contains(where: changesLog) else {
             // Reads: they log nothing, any daemon answers them.
             outcomes += engine.process(jobs).map(withBackboneStatistics)
@@ -236,7 +236,7 @@ public final class SharedLogApplier {
     }
 
     /// `stats` answers say where this daemon stands among the others.
-    private func withBackboneStatistics(_ outcome: Outcome) -> Outcome {
+    func withBackboneStatistics(_ outcome: Outcome) -> Outcome {
         guard case .statistics(let address, let id, var statistics) = outcome else { return outcome }
         statistics.backbone = BackboneStatistics(
             node: node, ownedCollections: backbone.ownedCollections, logApplied: appliedThrough,
@@ -244,7 +244,7 @@ public final class SharedLogApplier {
         return .statistics(address, id: id, statistics)
     }
 
-    private func changesLog(_ job: Job) -> Bool {
+    func changesLog(_ job: Job) -> Bool {
         guard case .request(let request, _) = job else { return false }
         return engine.changesLog(request.command)
     }
@@ -252,7 +252,7 @@ public final class SharedLogApplier {
     /// Applies jobs as the collection's owner and appends their records to the log. Returns
     /// their outcomes, or nil when another daemon wrote the log first (the jobs are undone and
     /// the lease is given up: the caller forwards them).
-    private func writeAsOwner(_ jobs: [Job], of name: String) -> [Outcome]? {
+    func writeAsOwner(_ jobs: [Job], of name: String) -> [Outcome]? {
         let before = engine.position(of: name)
         let produced = engine.process(jobs)
         let records = engine.takeLogRecords()
@@ -295,7 +295,7 @@ public final class SharedLogApplier {
 
     /// Every `snapshotEvery` messages an owner appends, it keeps the collection's snapshot, so
     /// that the log before it can be cut.
-    private func snapshotIfDue(_ name: String, at sequence: UInt64) {
+    func snapshotIfDue(_ name: String, at sequence: UInt64) {
         let count = messagesSinceSnapshot[name, default: 0] + 1
         guard count >= snapshotEvery, let bytes = engine.snapshotForSharedLog(of: name, logSequence: sequence) else {
             messagesSinceSnapshot[name] = count
@@ -305,134 +305,11 @@ public final class SharedLogApplier {
         backbone.saveSnapshot(bytes, of: name, at: sequence)
     }
 
-    private func epochOf(_ records: [LogRecord]) -> String? {
+    func epochOf(_ records: [LogRecord]) -> String? {
         for case .create(_, let epoch) in records { return epoch }
         return nil
     }
 
-    /// Sends a collection's requests to its owner; answers them with the owner's answers once
-    /// this daemon has applied the log through them. A subscription is made here, after its
-    /// collection exists.
-    private func forward(_ jobs: [Job], of name: String, ownerHint: String?) {
-        let requests = jobs.compactMap { job -> (Request, ResponseAddress)? in
-            guard case .request(let request, let address) = job else { return nil }
-            return (request, address)
-        }
-        writesForwarded += UInt64(requests.count { if case .write = $0.0.command { true } else { false } })
-        let result = backbone.forward(
-            requests.map(\.0.line), of: name, ownerHint: ownerHint, serving: { self.serveArrivals() })
-        switch result {
-        case .unavailable(let reason):
-            refuse(jobs, because: reason)
-        case .answered(let sequence, let responses):
-            waitForLog(through: sequence, timeoutMilliseconds: Self.logWaitMilliseconds)
-            let logHoldsTheAnswer = appliedThrough >= sequence
-            // A log whose end cannot be read cannot vouch for the answer either.
-            let end = logHoldsTheAnswer ? sequence : (try? backbone.logEnd()) ?? 0
-            if sequence > end {
-                logger.error(
-                    "a forwarded batch's answer names a log message past the log's end; refused",
-                    metadata: ["collection": "\(name)", "sequence": "\(sequence)", "log_end": "\(end)"])
-                return refuse(
-                    jobs, because: "the owner's answer cannot be trusted; the write may or may not be applied")
-            }
-            var answers = responses.makeIterator()
-            for job in jobs {
-                guard case .request(let request, let address) = job else {
-                    outcomes += engine.process([job])
-                    continue
-                }
-                guard let line = answers.next() else { continue }
-                switch request.command {
-                case .write, .subscribe: break
-                default:
-                    outcomes.append(.relayed(address, SharedBytes(line)))
-                    continue
-                }
-                let depth = engine.lineParser.limits.maximumDepth
-                guard let response = try? ResponseDecoder.response(line, maximumDepth: depth) else {
-                    refuse([job], because: "the owner's answer cannot be read; the write may or may not be applied")
-                    continue
-                }
-                let relayed = Encoded(response, bytes: SharedBytes(line))
-                if case .subscribe = request.command, response.isSuccess {
-                    subscribeAfterForwarding(job, to: name)
-                } else if case .write = request.command, response.isSuccess, let version = response.version {
-                    // Once the log through the answer is applied here, its version has been
-                    // published here too: the answer waits for nothing later (a version past
-                    // what the log holds would hold this connection's answers back for good).
-                    let held = engine.position(of: name)?.version ?? 0
-                    let mark = VersionMark(collection: name, version: logHoldsTheAnswer ? min(version, held) : version)
-                    outcomes.append(.acknowledged(address, relayed, mark))
-                } else {
-                    outcomes.append(.response(address, relayed))
-                }
-            }
-        }
-    }
-
-    /// A subscription is made here once its collection, made by the owner, has arrived.
-    private func subscribeAfterForwarding(_ job: Job, to name: String) {
-        guard engine.holds(name) else {
-            // The owner made it, but its log has not reached this daemon in time.
-            return refuse([job], because: "collection '\(name)' is not here yet; retry")
-        }
-        outcomes += engine.process([job])
-        _ = engine.commitLastBatch()
-    }
-
-    /// Answers every request among `jobs` `unavailable`; catch-ups still run here.
-    private func refuse(_ jobs: [Job], because reason: String) {
-        for job in jobs {
-            guard case .request(let request, let address) = job else {
-                outcomes += engine.process([job])
-                continue
-            }
-            outcomes.append(.response(address, Encoded(.failure(id: request.id, op: request.op, .unavailable(reason)))))
-        }
-    }
-
-    // MARK: - Serving other daemons
-
-    /// Applies requests another daemon forwarded, as this collection's owner, and answers them.
-    private func serve(_ batch: ForwardedBatch) {
-        let parser = engine.lineParser
-        var requests: [Request] = []
-        for line in batch.lines {
-            guard let request = try? parser.parse(line: line) else {
-                return batch.reply(.unavailable("a forwarded line does not parse"))
-            }
-            requests.append(request)
-        }
-        guard let name = requests.first?.command.collection,
-            requests.allSatisfy({ $0.command.collection == name })
-        else { return batch.reply(.unavailable("a forwarded batch names more than one collection")) }
-        let jobs = requests.enumerated().map { slot, request in
-            Job.request(request, ResponseAddress(connection: Self.forwardedConnection, slot: UInt64(slot)))
-        }
-        switch backbone.claim(name) {
-        case .owned(let catchUpTo):
-            if let catchUpTo { waitForLog(through: catchUpTo, timeoutMilliseconds: Self.logWaitMilliseconds) }
-            guard let produced = writeAsOwner(jobs, of: name) else { return batch.reply(.notOwner(owner: nil)) }
-            var responses = [[UInt8]](repeating: [], count: requests.count)
-            for outcome in produced {
-                switch outcome {
-                case .response(let address, let response) where address.connection == Self.forwardedConnection,
-                    .acknowledged(let address, let response, _) where address.connection == Self.forwardedConnection,
-                    .subscribed(let address, _, _, _, let response, _)
-                where address.connection == Self.forwardedConnection:
-                    responses[Int(address.slot)] = response.bytes.bytes
-                default:
-                    outcomes.append(outcome)
-                }
-            }
-            batch.reply(.answered(sequence: logPosition[name] ?? 0, responses: responses))
-        case .heldBy(let owner):
-            batch.reply(.notOwner(owner: owner))
-        case .notOwned(let reason):
-            batch.reply(.unavailable(reason))
-        }
-    }
 }
 
 extension Job {

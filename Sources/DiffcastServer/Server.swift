@@ -155,12 +155,12 @@ public final class Server {
                 }
                 listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
             }
+            try startHousekeeping()
         } catch {
             // A start that fails after binding the socket leaves no file behind.
             if let boundSocketPath { unlink(boundSocketPath) }
             throw error
         }
-        try startHousekeeping()
         onReady()
         systemd.notify("READY=1\nSTATUS=\(statusLine())")
         uv_run(loop, UV_RUN_DEFAULT)
