@@ -47,6 +47,10 @@ public enum Answer: Sendable {
     case state(collection: String, epoch: String, version: UInt64, Snapshot, window: WindowPlace?)
     /// `subscribe`: the version the subscription starts at.
     case subscribed(collection: String, epoch: String, version: UInt64)
+    /// `list`: every collection.
+    case collections([CollectionRow])
+    /// `stats`.
+    case statistics(StatisticsReport)
 }
 
 extension WireEncoder {
@@ -69,6 +73,10 @@ extension WireEncoder {
                 appendState(of: snapshot, version: version, epoch: epoch, into: &output)
                 if let window { appendWindow(window, into: &output) }
             }
+        case .success(.collections(let rows)):
+            return success(id: response.id, op: response.op) { output in appendCollections(rows, into: &output) }
+        case .success(.statistics(let report)):
+            return success(id: response.id, op: response.op) { output in appendStatistics(report, into: &output) }
         case .success(.subscribed(let name, let epoch, let version)):
             return success(id: response.id, op: response.op) { output in
                 output.appendRaw(",\"collection\":")

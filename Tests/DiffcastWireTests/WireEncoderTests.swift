@@ -90,4 +90,38 @@ import Testing
         #expect(throws: Malformed.self) { try ResponseDecoder.response(state) }
         #expect(throws: Malformed.self) { try ResponseDecoder.response(Array("{\"ok\":\"yes\"}".utf8)) }
     }
+
+    /// `list` and `stats` answers, byte for byte as the daemon wrote them before they became
+    /// values (the expected lines are written out by hand).
+    @Test func listAndStatsAnswersKeepTheirBytes() {
+        let list = WireEncoder.encode(
+            .success(
+                id: JSONText(canonical: "1"), op: "list",
+                .collections([
+                    CollectionRow(name: "a", version: 3, sections: 1, items: 2, subscribers: 0),
+                    CollectionRow(name: "b\"", version: 0, sections: 0, items: 0, subscribers: 5),
+                ])))
+        #expect(
+            text(list) == #"{"ok":true,"id":1,"op":"list","collections":[{"name":"a","version":3,"sections":1,"#
+                + #""items":2,"subscribers":0},{"name":"b\"","version":0,"sections":0,"items":0,"subscribers":5}]}"#
+                + "\n")
+        let empty = WireEncoder.encode(.success(id: nil, op: "list", .collections([])))
+        #expect(text(empty) == #"{"ok":true,"op":"list","collections":[]}"# + "\n")
+        let stats = WireEncoder.encode(
+            .success(
+                id: nil, op: "stats",
+                .statistics(
+                    StatisticsReport(
+                        counters: [("connections", 2), ("requests", 7)],
+                        backbone: ("n1", [("owned_collections", 1), ("log_behind", 0)]), readOnlyReason: "disk full"))))
+        #expect(
+            text(stats) == #"{"ok":true,"op":"stats","connections":2,"requests":7,"#
+                + #""backbone":{"node":"n1","owned_collections":1,"log_behind":0},"#
+                + #""read_only":true,"read_only_reason":"disk full"}"# + "\n")
+        let plain = WireEncoder.encode(
+            .success(
+                id: nil, op: "stats",
+                .statistics(StatisticsReport(counters: [("catch_ups", 0)], backbone: nil, readOnlyReason: nil))))
+        #expect(text(plain) == #"{"ok":true,"op":"stats","catch_ups":0,"read_only":false}"# + "\n")
+    }
 }
