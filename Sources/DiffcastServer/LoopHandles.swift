@@ -1,7 +1,7 @@
 import CLibUV
 
-/// Owns the memory of the daemon's libuv handles and what their `data` pointers hold, so that no
-/// other file allocates, frees or tags one. A handle is allocated zeroed, at the size libuv asks
+/// Owns the memory of the daemon's libuv handles and requests, and what their `data` pointers
+/// hold, so that no other file allocates, frees or tags one. A handle is allocated zeroed, at the size libuv asks
 /// for its type, and freed only in its close callback (libuv touches it until then). Its `data`
 /// holds a tag — a connection's id, a listener's purpose — never a pointer to a Swift object;
 /// the loop's own `data` is the exception: the server, which outlives the loop.
@@ -42,5 +42,40 @@ enum LoopHandles {
     /// The tag set on a handle; 0 when none was.
     static func tag(of handle: UnsafeMutableRawPointer) -> UInt {
         UInt(bitPattern: dc_handle(handle).pointee.data)
+    }
+
+    // MARK: - Requests
+
+    /// A write request whose `data` keeps `context` alive until `finish` (or `abandon`) takes it.
+    static func makeWrite(keeping context: AnyObject) -> UnsafeMutablePointer<uv_write_t> {
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.initialize(to: uv_write_t())
+        request.pointee.data = Unmanaged.passRetained(context).toOpaque()
+        return request
+    }
+
+    /// In a write's callback: frees the request and hands back the context it kept.
+    static func finish<Context: AnyObject>(_ request: UnsafeMutablePointer<uv_write_t>, as _: Context.Type) -> Context?
+    {
+        let context = request.pointee.data.map { Unmanaged<Context>.fromOpaque($0).takeRetainedValue() }
+        request.deallocate()
+        return context
+    }
+
+    /// A write that libuv did not take: its context is released and the request freed.
+    static func abandon(_ request: UnsafeMutablePointer<uv_write_t>) {
+        if let data = request.pointee.data { Unmanaged<AnyObject>.fromOpaque(data).release() }
+        request.deallocate()
+    }
+
+    /// A shutdown request, freed by `free` in its callback (or when libuv did not take it).
+    static func makeShutdown() -> UnsafeMutablePointer<uv_shutdown_t> {
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        request.initialize(to: uv_shutdown_t())
+        return request
+    }
+
+    static func free(_ request: UnsafeMutablePointer<uv_shutdown_t>) {
+        request.deallocate()
     }
 }

@@ -277,18 +277,17 @@ extension Server {
             !connection.hasOutbound, !connection.isWriting
         else { return }
         connection.markClosing()
-        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
-        request.initialize(to: uv_shutdown_t())
+        let request = LoopHandles.makeShutdown()
         let result = uv_shutdown(request, dc_stream(connection.handle)) { request, _ in
             guard let request else { return }
             let stream = request.pointee.handle
-            request.deallocate()
+            LoopHandles.free(request)
             if let stream, let server = Server.from(stream), let connection = server.connection(of: stream) {
                 server.close(connection)
             }
         }
         if result != 0 {
-            request.deallocate()
+            LoopHandles.free(request)
             close(connection)
         }
     }

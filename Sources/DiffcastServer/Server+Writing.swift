@@ -61,24 +61,21 @@ extension Server {
     func queueWrite(of chunks: [SharedBytes], skipping skipped: Int, to connection: Connection) {
         let byteCount = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: skipped)
         let context = WriteContext(connection: connection.id, chunks: chunks, byteCount: byteCount)
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        request.initialize(to: uv_write_t())
-        request.pointee.data = Unmanaged.passRetained(context).toOpaque()
+        let request = LoopHandles.makeWrite(keeping: context)
         // libuv copies the buffer descriptors; the bytes stay alive in `context`.
         let result = writeBuffers.withUnsafeBufferPointer { buffers in
             uv_write(request, dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count)) {
                 request, status in
-                guard let request, let data = request.pointee.data else { return }
-                let context = Unmanaged<WriteContext>.fromOpaque(data).takeRetainedValue()
+                guard let request else { return }
                 let stream = request.pointee.handle
-                request.deallocate()
-                guard let stream, let server = Server.from(stream) else { return }
+                guard let context = LoopHandles.finish(request, as: WriteContext.self), let stream,
+                    let server = Server.from(stream)
+                else { return }
                 server.didWrite(context, status: status)
             }
         }
         if result != 0 {
-            Unmanaged<WriteContext>.fromOpaque(request.pointee.data).release()
-            request.deallocate()
+            LoopHandles.abandon(request)
             connection.writeFinished(bytes: byteCount)
             close(connection)
         }
