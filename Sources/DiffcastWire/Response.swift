@@ -44,13 +44,15 @@ public enum Answer: Sendable {
     /// The version a write (or the `window` op) is visible from.
     case version(UInt64)
     /// `get`: the collection at `version`, or with `window` the view of it that a window shows.
-    case state(collection: String, epoch: String, version: UInt64, Snapshot, window: WindowPlace?)
+    /// The rare answers are boxed (`indirect`), so that the common ones, which every write's
+    /// acknowledgement carries, stay small in every outcome.
+    indirect case state(collection: String, epoch: String, version: UInt64, Snapshot, window: WindowPlace?)
     /// `subscribe`: the version the subscription starts at.
     case subscribed(collection: String, epoch: String, version: UInt64)
     /// `list`: every collection.
-    case collections([CollectionRow])
+    indirect case collections([CollectionRow])
     /// `stats`.
-    case statistics(StatisticsReport)
+    indirect case statistics(StatisticsReport)
 }
 
 extension WireEncoder {
