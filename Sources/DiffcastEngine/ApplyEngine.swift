@@ -169,9 +169,9 @@ public final class ApplyEngine {
         case .list:
             publishAllOpenBatches()
             let rows = collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
-                CollectionSummary(
+                CollectionRow(
                     name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
-                    items: state.document.itemCount)
+                    items: state.document.itemCount, subscribers: 0)
             }
             outcomes.append(.listing(address, id: request.id, collections: rows))
         case .stats:

@@ -71,19 +71,12 @@ public enum Outcome: Sendable {
         connection: ConnectionID, collection: String, version: UInt64, event: Encoded<Event>?,
         window: WindowRange? = nil)
     case dropped(collection: String)
-    /// `list` and `stats` answers, finished by the loop, which knows the subscribers.
-    case listing(ResponseAddress, id: JSONText?, collections: [CollectionSummary])
+    /// `list` and `stats` answers, finished by the loop, which knows the subscribers (the rows'
+    /// `subscribers` are filled in there).
+    case listing(ResponseAddress, id: JSONText?, collections: [CollectionRow])
     case statistics(ResponseAddress, id: JSONText?, ApplyStatistics)
     /// The state directory stopped taking writes (with why) or takes them again (nil).
     case storage(readOnlyReason: String?)
-}
-
-/// One row of `list`, as the apply queue knows it.
-public struct CollectionSummary: Sendable {
-    public var name: String
-    public var version: UInt64
-    public var sections: Int
-    public var items: Int
 }
 
 /// Counters of the apply queue for `stats`.

@@ -28,9 +28,9 @@ extension Server {
             fanOut.deliver(outcome)
         case .listing(let address, let id, let rows):
             let rows = rows.map { row in
-                CollectionRow(
-                    name: row.name, version: row.version, sections: row.sections, items: row.items,
-                    subscribers: fanOut.subscriberCount(of: row.name))
+                var row = row
+                row.subscribers = fanOut.subscriberCount(of: row.name)
+                return row
             }
             fanOut.respond(address, SharedBytes(WireEncoder.encode(.success(id: id, op: "list", .collections(rows)))))
         case .statistics(let address, let id, let applied):

@@ -74,7 +74,7 @@ public enum EventDecoder {
     }
 
     /// An event's `window` object: offset, count and total, and for anchor windows the anchor.
-    package static func window(_ value: JSONValue?) throws(Malformed) -> WindowPlace? {
+    private static func window(_ value: JSONValue?) throws(Malformed) -> WindowPlace? {
         guard let value else { return nil }
         func count(_ key: String) throws(Malformed) -> Int {
             guard case .number(let text) = value[key], let number = Int(text), number >= 0 else {
@@ -99,7 +99,7 @@ public enum EventDecoder {
         return version
     }
 
-    package static func identifier(_ value: JSONValue?) throws(Malformed) -> Identifier {
+    private static func identifier(_ value: JSONValue?) throws(Malformed) -> Identifier {
         switch value {
         case .string(let text): return Identifier(text)
         case .number(let text): return Identifier(integerText: text)
