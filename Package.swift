@@ -49,7 +49,9 @@ let package = Package(
         .systemLibrary(name: "CSystem"),
         // The commit a binary was built from (a C define that `make` sets; "unknown" otherwise).
         .target(name: "CBuildInfo"),
-        .target(name: "DiffcastCore"),
+        // A cache prefetch hint, which Swift has no spelling for: the full diff's table lookups.
+        .systemLibrary(name: "CPrefetch"),
+        .target(name: "DiffcastCore", dependencies: ["CPrefetch"]),
         .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
         // HTTP/1.1, Server-Sent Events and WebSocket framing, the routes of the HTTP API, and the
         // page and script it serves: codecs without sockets, which the server's connections use.

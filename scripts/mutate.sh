@@ -40,6 +40,9 @@ corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|        
 transaction-undo-forgets-ids|Sources/DiffcastCore/Document.swift|            case .removed(let id, let chunk): directory.add(id, chunk: chunk)|            case .removed: break|DiffcastCoreTests|DiskFullTests
 directory-collisions-merged|Sources/DiffcastCore/ItemDirectory.swift|        if !overflow.isEmpty, let chunk = overflow[id] { return chunk }|        if Bool(false), let chunk = overflow[id] { return chunk }|DiffcastCoreTests
 directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {|            if Bool(false) {|DiffcastCoreTests
+table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
+lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
+full-diff-data-unseen|Sources/DiffcastCore/ItemBuffer.swift|        return storage.withUnsafeMutablePointerToElements { $0[position].data == data }|        return true|DiffcastCoreTests
 full-diff-claims-twice|Sources/DiffcastCore/Differ.swift|                claimed[rank] = true|                claimed[rank] = false|DiffcastCoreTests
 unmoved-sections-data-unseen|Sources/DiffcastCore/Differ.swift|            for index in new.sections.indices where old.sections[index].data != new.sections[index].data {|            for index in new.sections.indices where Bool(false) {|DiffcastCoreTests
 own-log-messages-applied-again|Sources/DiffcastEngine/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests

@@ -84,9 +84,10 @@ struct DiffBenchmark: ParsableCommand {
 
     private func printFullDiffTable() {
         emit("## Full `apply` of a whole new snapshot: build + diff, against the reserved-dictionary floor\n")
-        emit("Workload: 10% of ids deleted, 10% new ids inserted at random positions, 5% moved to random")
-        emit("positions (some across sections), 5% with changed data. Build: the new snapshot and its id")
-        emit("directory from the parsed request (`Document.apply`); diff: `Document.changeset(since:)`.")
+        emit("Workload: ids 'item-N', 32-byte data; 10% of ids deleted, 10% new ids inserted at random")
+        emit("positions, 5% moved to random positions (some across sections), 5% with changed data.")
+        emit("Build: the new snapshot and its id directory from the parsed request (`Document.apply`);")
+        emit("diff: `Document.changeset(since:)`.")
         emit("Floor: a `Dictionary<String, Int>` with `reserveCapacity`, every old id inserted, every new")
         emit("id looked up, over plain arrays. Ratio: (build + diff) / floor. Median of \(runs) runs.\n")
         emit(
@@ -296,7 +297,9 @@ struct Workload {
     init(items count: Int, sections sectionCount: Int, using rng: inout SplitMix64) {
         let perSection = count / sectionCount
         var layout: [[Item]] = (0..<sectionCount).map { section in
-            (0..<perSection).map { Item(id: "item-\(section * perSection + $0)", data: JSONText(canonical: "1")) }
+            (0..<perSection).map {
+                Item(id: "item-\(section * perSection + $0)", data: Self.data(section * perSection + $0))
+            }
         }
         var old = Document()
         try? old.apply(
@@ -318,7 +321,7 @@ struct Workload {
         // 5% with changed data.
         for section in layout.indices {
             for index in layout[section].indices where Int.random(in: 0..<20, using: &rng) == 0 {
-                layout[section][index].data = JSONText(canonical: "2")
+                layout[section][index].data = Self.data(-1 - index)
             }
         }
         // 10% new identifiers at random positions.
@@ -330,6 +333,12 @@ struct Workload {
         self.oldDocument = old
         self.newInputs = layout.enumerated().map { SectionInput(id: "s\($0.offset)", items: $0.element) }
         self.movesMade = moves
+    }
+
+    /// 32 bytes of JSON (a string), different for each `number`: data too long to be stored
+    /// inline in a `String`, as in most real items.
+    private static func data(_ number: Int) -> JSONText {
+        JSONText(canonical: "\"" + String(("\(number)" + String(repeating: "d", count: 30)).prefix(30)) + "\"")
     }
 }
 

@@ -147,18 +147,30 @@ public enum Differ {
         }
         let oldItems = OldItems(old, middles: oldMiddles)
         var table = IdentifierTable(capacity: oldItems.count)
+        let distance = IdentifierTable.prefetchDistance
         for rank in 0..<oldItems.count {
-            _ = table.insert(oldItems.id(rank), at: rank, identifierAt: oldItems.id)
+            if rank + distance < oldItems.count { table.prefetch(hash: oldItems.hashBits(rank + distance)) }
+            let id = oldItems.id(rank)
+            _ = table.insert(hash: id.hashBits, at: rank) { oldItems.identifier($0, equals: id) }
         }
         var claimed = [Bool](repeating: false, count: oldItems.count)
         for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
-            var cursor = ItemList.Cursor(new.sections[sectionIndex].items, at: middle.lowerBound)
+            let newItems = new.sections[sectionIndex].items
+            var cursor = ItemList.Cursor(newItems, at: middle.lowerBound)
+            var ahead = ItemList.Cursor(newItems, at: min(middle.lowerBound + distance, middle.upperBound))
             for itemIndex in middle {
                 defer { cursor.advance() }
+                if ahead.position < middle.upperBound {
+                    table.prefetch(hash: ahead.hashBits)
+                    ahead.advance()
+                }
                 let newPath = ItemPath(sectionIndex, itemIndex)
-                guard let rank = table.find(cursor.id, identifierAt: oldItems.id), !claimed[rank] else {
-                    changes.inserted.append(.init(at: newPath, id: cursor.id, data: cursor.data))
+                let id = cursor.id
+                guard let rank = table.find(hash: id.hashBits, isIdentifier: { oldItems.identifier($0, equals: id) }),
+                    !claimed[rank]
+                else {
+                    changes.inserted.append(.init(at: newPath, id: id, data: cursor.data))
                     continue
                 }
                 claimed[rank] = true
@@ -166,10 +178,10 @@ public enum Differ {
                 if path.section == oldSectionIndex {
                     stayCandidates.append((itemIndex, path.item))
                 } else {
-                    changes.moved.append(.init(from: path, to: newPath, id: cursor.id))
+                    changes.moved.append(.init(from: path, to: newPath, id: id))
                 }
-                if oldItems.data(rank) != cursor.data {
-                    changes.updated.append(.init(at: newPath, id: cursor.id, data: cursor.data))
+                if !oldItems.data(rank, equals: cursor.data) {
+                    changes.updated.append(.init(at: newPath, id: id, data: cursor.data))
                 }
             }
             guard let oldSectionIndex else { continue }
@@ -236,9 +248,20 @@ public enum Differ {
             return chunks[Int(reference.chunk)].items[Int(reference.offset)].id
         }
 
-        func data(_ rank: Int) -> JSONText? {
+        /// The identifier's hash, read in place (a copy of the identifier would retain its text).
+        func hashBits(_ rank: Int) -> UInt64 {
             let reference = references[rank]
-            return chunks[Int(reference.chunk)].items[Int(reference.offset)].data
+            return chunks[Int(reference.chunk)].items.hashBits(at: Int(reference.offset))
+        }
+
+        func identifier(_ rank: Int, equals id: Identifier) -> Bool {
+            let reference = references[rank]
+            return chunks[Int(reference.chunk)].items.identifier(at: Int(reference.offset), equals: id)
+        }
+
+        func data(_ rank: Int, equals data: JSONText?) -> Bool {
+            let reference = references[rank]
+            return chunks[Int(reference.chunk)].items.data(at: Int(reference.offset), equals: data)
         }
 
         func path(_ rank: Int) -> ItemPath {

@@ -219,7 +219,12 @@ public struct Document: Sendable {
         var newDirectory = ItemDirectory(capacity: inputs.reduce(0) { $0 + $1.items.count })
         var duplicate: Identifier?
         for section in sections where duplicate == nil {
+            var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
             section.items.forEachPlacement { id, chunk in
+                if !ahead.atEnd {
+                    newDirectory.prefetch(ahead.id)
+                    ahead.advance()
+                }
                 // A shared hash is a duplicate or (in practice never) two identifiers with one
                 // hash: counting says which.
                 if !newDirectory.add(id, chunk: chunk), duplicate == nil,

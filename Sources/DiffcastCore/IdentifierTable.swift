@@ -1,3 +1,5 @@
+import CPrefetch
+
 /// An open-addressing hash table from identifiers to positions in a list the caller keeps.
 ///
 /// A slot is 8 bytes: 32 bits of the identifier's cached hash and the position. A table of a
@@ -17,26 +19,42 @@ struct IdentifierTable {
         mask = size - 1
     }
 
-    /// The position stored for `id`; `identifierAt` reads the identifier at a position of the
-    /// caller's list.
-    func find(_ id: Identifier, identifierAt: (Int) -> Identifier) -> Int? {
-        let hash = id.hashBits
+    /// How far ahead of a run of inserts or lookups `prefetch` should be called: enough
+    /// lookups in flight to hide a miss to memory, few enough that the lines are still cached.
+    static let prefetchDistance = 16
+
+    /// Starts loading the slot where a lookup or insert of an identifier with hash `hash`
+    /// (`Identifier.hashBits`) begins. Called `prefetchDistance` identifiers ahead in a long run,
+    /// it lets the run's cache misses overlap: they were three quarters of a full diff of a
+    /// million items.
+    func prefetch(hash: UInt64) {
+        let index = Int(truncatingIfNeeded: hash) & mask
+        slots.withUnsafeBufferPointer { buffer in
+            if let base = buffer.baseAddress { dc_prefetch(base + index) }
+        }
+    }
+
+    /// The position stored for the identifier with hash `hash` (`Identifier.hashBits`);
+    /// `isIdentifier(position)` says whether the caller's list holds that identifier at a
+    /// position, and is asked only where the hash bits match. The caller compares in place, so
+    /// no identifier is copied (a copy retains its text: that was half of a full diff).
+    func find(hash: UInt64, isIdentifier: (Int) -> Bool) -> Int? {
         var index = Int(truncatingIfNeeded: hash) & mask
         while true {
             let slot = slots[index]
             if slot == 0 { return nil }
             if slot >> 32 == hash >> 32 {
                 let position = Int(truncatingIfNeeded: slot & 0xffff_ffff) - 1
-                if identifierAt(position) == id { return position }
+                if isIdentifier(position) { return position }
             }
             index = (index + 1) & mask
         }
     }
 
-    /// Stores `position` (below 2³² - 1) for `id`, unless the table already holds `id`: then
-    /// it changes nothing and returns the position it holds.
-    mutating func insert(_ id: Identifier, at position: Int, identifierAt: (Int) -> Identifier) -> Int? {
-        let hash = id.hashBits
+    /// Stores `position` (below 2³² - 1) for the identifier with hash `hash`, unless the table
+    /// already holds it (`isIdentifier` as in `find`): then it changes nothing and returns the
+    /// position it holds.
+    mutating func insert(hash: UInt64, at position: Int, isIdentifier: (Int) -> Bool) -> Int? {
         var index = Int(truncatingIfNeeded: hash) & mask
         while true {
             let slot = slots[index]
@@ -46,7 +64,7 @@ struct IdentifierTable {
             }
             if slot >> 32 == hash >> 32 {
                 let held = Int(truncatingIfNeeded: slot & 0xffff_ffff) - 1
-                if identifierAt(held) == id { return held }
+                if isIdentifier(held) { return held }
             }
             index = (index + 1) & mask
         }

@@ -224,7 +224,10 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// Calls `body` with every item's identifier and the chunk it is in.
     func forEachPlacement(_ body: (Identifier, ChunkID) -> Void) {
         for chunk in chunks {
-            for item in chunk.items { body(item.id, chunk.id) }
+            // Only the identifier is read: copying the whole item would retain its data too.
+            chunk.items.withUnsafeBufferPointer { items in
+                for index in items.indices { body(items[index].id, chunk.id) }
+            }
         }
     }
 
@@ -406,6 +409,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
         var id: Identifier { list.chunks[chunk].items[offset].id }
         var data: JSONText? { list.chunks[chunk].items[offset].data }
         var atChunkStart: Bool { offset == 0 && !atEnd }
+        /// The item's identifier hash, read in place (a copy of the identifier retains its text).
+        var hashBits: UInt64 { list.chunks[chunk].items.hashBits(at: offset) }
         var currentChunk: Chunk { list.chunks[chunk] }
 
         mutating func advance() {

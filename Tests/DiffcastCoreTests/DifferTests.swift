@@ -1,6 +1,7 @@
-import DiffcastCore
 import DiffcastTestSupport
 import Testing
+
+@testable import DiffcastCore
 
 @Suite struct DifferTests {
     private func changeset(_ before: String, _ after: String) throws -> Changeset {
@@ -181,6 +182,26 @@ import Testing
             let changes = document.changeset(since: base)
             let oldPositions = after.map { id in before.firstIndex(of: id) ?? 0 }
             #expect(changes.items.moved.count == count - longestIncreasingLength(oldPositions))
+        }
+    }
+
+    /// The full diff's table matches by hash and then by identifier: identifiers forced onto
+    /// four hashes, shuffled, some dropped and some added, still diff exactly.
+    @Test func identifiersThatShareAHashAreToldApart() throws {
+        func colliding(_ text: String) -> Identifier {
+            Identifier(text, hashForTesting: text.utf8.reduce(0) { $0 &+ Int($1) } % 4)
+        }
+        var rng = SplitMix64(seed: 5)
+        for _ in 0..<50 {
+            let before = (0..<24).map { colliding("c\($0)") }
+            var after = before.shuffled(using: &rng).filter { _ in Int.random(in: 0..<5, using: &rng) > 0 }
+            after.insert(colliding("new"), at: Int.random(in: 0...after.count, using: &rng))
+            var document = Document()
+            try document.apply(.apply(sections: [SectionInput(id: "s", items: before.map { Item(id: $0) })]))
+            let base = document.snapshot
+            try document.apply(.apply(sections: [SectionInput(id: "s", items: after.map { Item(id: $0) })]))
+            let changes = document.changeset(since: base)
+            try checkStrictly(changes, from: plain(base), to: plain(document.snapshot))
         }
     }
 
