@@ -156,6 +156,7 @@ public enum Differ {
         var claimed = [Bool](repeating: false, count: oldItems.count)
         for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
+            stayCandidates.reserveCapacity(middle.count)
             let newItems = new.sections[sectionIndex].items
             var cursor = ItemList.Cursor(newItems, at: middle.lowerBound)
             var ahead = ItemList.Cursor(newItems, at: min(middle.lowerBound + distance, middle.upperBound))
