@@ -13,6 +13,8 @@ import Foundation
 /// An engine holding collection `c` (`Fixtures.engineHolding`) with one whole subscriber.
 func engineHolding(size: Int) throws -> ApplyEngine {
     let engine = try Fixtures.engineHolding(size: size)
+    // As in a daemon without a state directory: no log records are made (nothing would take them).
+    engine.journals = false
     _ = engine.process([try Fixtures.job("subscribe c", 1, connection: 1)])
     return engine
 }
@@ -90,6 +92,7 @@ print("|---:|---:|---:|")
 do {
     let collections = 10_000
     let engine = ApplyEngine()
+    engine.journals = false
     let lines = (0..<collections).map {
         Array(#"{"op":"apply","collection":"c\#($0)","sections":[{"id":"s","items":["i"]}]}"#.utf8)
     }
