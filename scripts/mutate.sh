@@ -34,6 +34,8 @@ shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            ch
 chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = .empty\n                digestedCount = 0\n|\n|DiffcastCoreTests
 response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests|FanOutTests
 subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            if subscription.version == from && connection.unsentBytes <= policy.maximumUnsentBytes {|            if subscription.version == from {|FanOutTests
+answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: !holdsAnswer|        case .eventStream, .webSocket: true|FanOutTests
+socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests
 catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }|        guard Bool(true) else { return }|FanOutTests
 skip-log-fsync|Sources/DiffcastStorage/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
 corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests

@@ -13,6 +13,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var metrics: String?
     public var http: String?
     public var httpOrigins: [String] = []
+    public var streamLingerMs = 1
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
     public var maxUnsentBytes = 8 * 1024 * 1024
@@ -43,7 +44,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
         case maxConnections = "max_connections", maxCollections = "max_collections"
         case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics, http
-        case httpOrigins = "http_origins"
+        case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms"
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
     }
@@ -58,6 +59,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         metrics = try file.decodeIfPresent(String.self, forKey: .metrics)
         http = try file.decodeIfPresent(String.self, forKey: .http)
         httpOrigins = try file.decodeIfPresent([String].self, forKey: .httpOrigins) ?? defaults.httpOrigins
+        streamLingerMs = try file.decodeIfPresent(Int.self, forKey: .streamLingerMs) ?? defaults.streamLingerMs
         logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
         maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
         maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
@@ -162,6 +164,9 @@ public struct ValidatedSettings: Sendable {
         for (key, value, minimum) in minimums where value < minimum {
             throw SettingsError("\(key): at least \(minimum), got \(value)")
         }
+        guard (0...1000).contains(settings.streamLingerMs) else {
+            throw SettingsError("stream_linger_ms: 0 to 1000, got \(settings.streamLingerMs)")
+        }
         if let token = settings.tcpToken, token.isEmpty {
             throw SettingsError("tcp_token: must not be empty")
         }
@@ -195,6 +200,7 @@ public struct ValidatedSettings: Sendable {
         server.metricsAddress = settings.metrics
         server.httpAddress = settings.http
         server.httpOrigins = settings.httpOrigins
+        server.streamLingerMilliseconds = UInt64(settings.streamLingerMs)
         server.maximumLineBytes = settings.maxLineBytes
         server.maximumUnsentBytes = settings.maxUnsentBytes
         server.slowSubscriberPolicy = policy
@@ -234,6 +240,7 @@ public struct ValidatedSettings: Sendable {
         if old.tcp != new.tcp { keys.append("tcp") }
         if old.metrics != new.metrics { keys.append("metrics") }
         if old.http != new.http || old.httpOrigins != new.httpOrigins { keys.append("http") }
+        if old.streamLingerMs != new.streamLingerMs { keys.append("stream_linger_ms") }
         if old.stateDir != new.stateDir { keys.append("state_dir") }
         if old.sync != new.sync { keys.append("sync") }
         if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }

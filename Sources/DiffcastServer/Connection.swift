@@ -27,6 +27,8 @@ final class Connection {
     /// Failed `auth` attempts; past a few the connection is closed.
     var failedAuthentications = 0
     private var outbound: [SharedBytes] = []
+    /// Whether `outbound` holds an answer (a client waits for it, so it never lingers).
+    private var holdsAnswer = false
     private var outboundBytes = 0
     private(set) var bytesInFlight = 0
     private(set) var isWriting = false
@@ -158,6 +160,8 @@ final class Connection {
 
     /// Queues the answer next in turn, framed for the transport.
     private func enqueue(answer: SharedBytes) {
+        let queued = outbound.count
+        defer { if outbound.count > queued { holdsAnswer = true } }
         switch transport {
         case .lines: enqueue(answer)
         case .webSocket(let codec): enqueue(answer.withUnsafeBytes(codec.frame))
@@ -179,12 +183,22 @@ final class Connection {
 
     private static let newline = SharedBytes([UInt8(ascii: "\n")])
 
+    /// Whether what is queued may wait for the next linger flush (`Server.flushLingering`): the
+    /// events of a Server-Sent Events stream or a WebSocket, never an answer.
+    var mayLinger: Bool {
+        switch transport {
+        case .eventStream, .webSocket: !holdsAnswer
+        case .lines, .http: false
+        }
+    }
+
     /// Takes up to `limit` queued buffers for one vectored write.
     func takeOutbound(limit: Int) -> [SharedBytes] {
         let taken: [SharedBytes]
         if outbound.count <= limit {
             taken = outbound
             outbound = []
+            holdsAnswer = false
         } else {
             taken = Array(outbound.prefix(limit))
             outbound.removeFirst(taken.count)

@@ -1,3 +1,4 @@
+import CLibUV
 import DiffcastEngine
 import DiffcastHTTP
 import DiffcastWire
@@ -73,6 +74,7 @@ extension Server {
                     HTTPResponse.streamingHead(
                         status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
             connection.transport = .eventStream
+            sendWithoutDelay(connection)
             handleLine(subscribe, from: connection)
         case .webSocket(let accept):
             guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
@@ -85,6 +87,7 @@ extension Server {
             let limit = configuration.maximumLineBytes
             connection.transport = .webSocket(
                 WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
+            sendWithoutDelay(connection)
         }
         dirty.insert(connection.id)
     }
@@ -128,6 +131,13 @@ extension Server {
         }
         if received.isFinished { stopReading(connection) }
         dirty.insert(connection.id)
+    }
+
+    /// Turns Nagle off on a stream that lingers: the linger already coalesces its events, and a
+    /// segment Nagle held would wait for the subscriber's delayed ACK.
+    private func sendWithoutDelay(_ connection: Connection) {
+        guard lingerTimer != nil, connection.isTCP else { return }
+        _ = uv_tcp_nodelay(connection.handle.assumingMemoryBound(to: uv_tcp_t.self), 1)
     }
 
     /// A comment on every event stream, so that proxies keep idle ones open.

@@ -298,6 +298,7 @@ extension Server {
         connection.markClosing()
         fanOut.removeSubscriptions(of: connection)
         dirty.remove(connection.id)
+        lingering.remove(connection.id)
         LoopHandles.close(connection.handle)
     }
 

@@ -47,6 +47,13 @@ extension Server {
         }
         if configuration.httpAddress != nil {
             try every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
+            if configuration.streamLingerMilliseconds > 0 {
+                let timer = LoopHandles.make(uv_timer_t.self, UV_TIMER)
+                try check(uv_timer_init(loop, timer), "uv_timer_init", orDiscard: timer)
+                housekeepingTimers.append(timer)
+                uv_unref(dc_handle(timer))
+                lingerTimer = timer
+            }
         }
         guard systemd.isSupervised else { return }
         try every(5000) { timer in

@@ -15,6 +15,10 @@ extension Server {
         repeat {
             for id in dirty {
                 guard let connection = connections[id] else { continue }
+                if mayLinger(connection) {
+                    lingering.insert(id)
+                    continue
+                }
                 startWrite(connection)
                 resumeReadingIfDrained(connection)
                 finishIfDone(connection)
@@ -23,6 +27,44 @@ extension Server {
             // Connections that drained may have asked for catch-ups.
             submitPendingJobs()
         } while !dirty.isEmpty
+        if !lingering.isEmpty { armLingerTimer() }
+    }
+
+    // MARK: - Lingering event streams
+
+    /// Whether a connection's new bytes may wait up to `streamLingerMilliseconds`: an event
+    /// stream (SSE or WebSocket, on TCP with `TCP_NODELAY`) with no answer queued, little
+    /// queued and no write in flight. One write at a time, every event would otherwise be one
+    /// syscall and one TCP segment per subscriber (Nagle, which coalesced them, held a segment
+    /// for the peer's delayed ACK: 40 ms at the tail); lingering, a subscriber gets the events of
+    /// the last millisecond in one write.
+    func mayLinger(_ connection: Connection) -> Bool {
+        lingerTimer != nil && connection.mayLinger && !connection.isWriting && !connection.isFinishing
+            && connection.unsentBytes < Self.lingerBytes
+    }
+
+    /// Queued bytes past which a stream is written at once.
+    static let lingerBytes = 64 * 1024
+
+    private func armLingerTimer() {
+        guard let timer = lingerTimer, uv_is_active(dc_handle(timer)) == 0 else { return }
+        let result = uv_timer_start(
+            timer, { timer in Server.from(timer)?.flushLingering() }, configuration.streamLingerMilliseconds, 0)
+        if result != 0 { flushLingering() }
+    }
+
+    /// Writes what the lingering streams queued.
+    func flushLingering() {
+        let streams = lingering
+        lingering.removeAll(keepingCapacity: true)
+        for id in streams {
+            guard let connection = connections[id] else { continue }
+            startWrite(connection)
+            resumeReadingIfDrained(connection)
+            finishIfDone(connection)
+        }
+        submitPendingJobs()
+        flushDirty()
     }
 
     /// Writes everything queued, unless a write is already in flight (its completion starts

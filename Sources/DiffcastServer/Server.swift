@@ -29,6 +29,10 @@ public final class Server {
     var pendingJobs: [Job] = []
     /// Connections with something new to write (`flushDirty`).
     var dirty: Set<ConnectionID> = []
+    /// Event streams whose new events wait for the linger timer (`flushLingering`).
+    var lingering: Set<ConnectionID> = []
+    /// Armed while `lingering` is not empty; nil when streams do not linger.
+    var lingerTimer: UnsafeMutablePointer<uv_timer_t>?
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -187,6 +191,9 @@ public final class Server {
             LoopHandles.close(timer)
         }
         housekeepingTimers = []
+        // From here on everything is written at once, what lingered first.
+        lingerTimer = nil
+        flushLingering()
         applyQueue?.waitUntilIdle()
         drainMailbox()
         applyQueue?.finish()

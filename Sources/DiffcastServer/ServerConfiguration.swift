@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var maximumUnsentBytes = 8 * 1024 * 1024
     public var slowSubscriberPolicy = SlowSubscriberPolicy.catchUp
     public var coalesceWindowMilliseconds = 0
+    /// How long the events of an SSE or WebSocket stream may wait to be written together (0:
+    /// each at once). See `Server.mayLinger`.
+    public var streamLingerMilliseconds: UInt64 = 1
     public var history = HistoryLimits()
     public var requestLimits = RequestLimits()
     public var limits = CollectionLimits()

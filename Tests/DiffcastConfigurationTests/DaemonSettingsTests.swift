@@ -17,7 +17,7 @@ import Testing
             "socket", "tcp", "tcp_token", "log_level", "max_line_bytes", "max_unsent_bytes",
             "slow_subscriber_policy", "coalesce_window_ms", "history_versions", "state_dir", "sync",
             "sync_interval_ms", "checkpoint_log_bytes", "max_connections", "max_collections",
-            "max_items_per_collection", "publishers", "subscribers",
+            "max_items_per_collection", "publishers", "subscribers", "stream_linger_ms",
         ] {
             #expect(text.contains("\n\(key): "), "\(key) is not in the shipped file")
         }

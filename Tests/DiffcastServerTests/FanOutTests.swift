@@ -1,6 +1,7 @@
 import DiffcastClient
 import DiffcastCore
 import DiffcastEngine
+import DiffcastHTTP
 import DiffcastWire
 import Logging
 import Testing
@@ -214,6 +215,33 @@ import Testing
 
     /// A connection's phases: backpressure pauses and resumes reading; once finishing it stays
     /// so; closing takes nothing more.
+    /// A stream's events may wait for the linger flush; an answer never does, and neither does
+    /// anything queued with it.
+    @Test func onlyAStreamsEventsLinger() throws {
+        let loop = FakeLoop()
+        let writer = loop.open(1)
+        let lines = loop.open(2)
+        let webSocket = loop.open(3)
+        webSocket.transport = .webSocket(WebSocketCodec(maximumMessageBytes: 1 << 20))
+        let eventStream = loop.open(4)
+        eventStream.transport = .eventStream
+        try loop.send([#"append_sections c {"sections":[{"id":"s","items":["a"]}]}"#], on: writer)
+        for subscriber in [lines, webSocket, eventStream] {
+            try loop.send(["subscribe c"], on: subscriber)
+        }
+        #expect(!lines.mayLinger && !webSocket.mayLinger)
+        #expect(eventStream.mayLinger, "an event stream's subscribe queues no answer")
+        _ = [lines, webSocket, eventStream].map(loop.written)
+        try loop.send([#"append_items c {"items":["b"]}"#], on: writer)
+        #expect(webSocket.hasOutbound && webSocket.mayLinger)
+        #expect(eventStream.hasOutbound && eventStream.mayLinger)
+        #expect(lines.hasOutbound && !lines.mayLinger, "the socket transport writes at once")
+        try loop.send(["get c"], on: webSocket)
+        #expect(!webSocket.mayLinger, "an answer is queued behind the event")
+        _ = loop.written(webSocket)
+        #expect(webSocket.mayLinger)
+    }
+
     @Test func aConnectionMovesThroughItsPhasesOneWay() throws {
         let loop = FakeLoop()
         let connection = loop.open(1)
