@@ -14,6 +14,10 @@ final class CollectionState {
     /// collection behind.
     var exists = false
     private(set) var history: VersionHistory = []
+    /// Items summed over `history`'s snapshots, kept as they come and go: summing them again
+    /// for every version retained and released each of up to 64 snapshots, a tenth of the
+    /// daemon's time one write at a time.
+    private var retainedItems = 0
     /// The writes applied since the last published version, while the engine collects them.
     var openBatch: OpenBatch?
     /// The windows its windowed subscribers hold.
@@ -29,13 +33,15 @@ final class CollectionState {
     /// Remembers `snapshot` as the state at `version`, dropping the oldest entries past the limits.
     func remember(_ snapshot: Snapshot, as version: UInt64) {
         history.append((version, snapshot))
-        var retainedItems = history.reduce(0) { $0 + $1.snapshot.itemCount }
-        while history.count > historyLimits.versions
-            || (history.count > 1 && retainedItems > historyLimits.items)
+        retainedItems += snapshot.itemCount
+        var dropped = 0
+        while history.count - dropped > historyLimits.versions
+            || (history.count - dropped > 1 && retainedItems > historyLimits.items)
         {
-            retainedItems -= history[0].snapshot.itemCount
-            history.removeFirst()
+            retainedItems -= history[dropped].snapshot.itemCount
+            dropped += 1
         }
+        history.removeFirst(dropped)
     }
 
     func snapshot(at version: UInt64) -> Snapshot? {
@@ -64,6 +70,7 @@ final class CollectionState {
         version = saved.version
         exists = saved.exists
         history = saved.history
+        retainedItems = history.reduce(0) { $0 + $1.snapshot.itemCount }
         windows = saved.windows
     }
 
