@@ -36,6 +36,7 @@ response-before-event|Sources/DiffcastServer/Connection.swift|        guard let 
 subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            if subscription.version == from && connection.unsentBytes <= policy.maximumUnsentBytes {|            if subscription.version == from {|FanOutTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: !holdsAnswer|        case .eventStream, .webSocket: true|FanOutTests
 socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests
+history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            retainedItems -= history[dropped].snapshot.itemCount|            _ = history[dropped]|ApplyEngineTests|DaemonTests
 catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }|        guard Bool(true) else { return }|FanOutTests
 skip-log-fsync|Sources/DiffcastStorage/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
 corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests

@@ -161,6 +161,28 @@ import Testing
         #expect(text(old).contains("\"event\":\"snapshot\""))
     }
 
+    /// The item limit counts the items of the snapshots kept, as versions come and go: 100
+    /// items a version and a limit of 1,000 keep the last ten versions, however many passed.
+    @Test func historyKeepsAsManyVersionsAsItsItemLimitHolds() throws {
+        let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 64, items: 1000))
+        let items = (0..<100).map { #""i\#($0)""# }.joined(separator: ",")
+        _ = engine.process([try job(#"append_sections c {"sections":[{"id":"s","items":[\#(items)]}]}"#, slot: 0)])
+        for step in 1...30 {
+            _ = engine.process([
+                try job(#"update_items c {"items":[{"id":"i\#(step)","data":\#(step)}]}"#, slot: UInt64(step))
+            ])
+        }
+        func catchUp(since: UInt64) -> String? {
+            guard case .caughtUp(_, _, let version, let event, _) = engine.process([
+                .catchUp(connection: 1, collection: "c", since: since)
+            ]).first, version == 31
+            else { return nil }
+            return text(event)
+        }
+        #expect(catchUp(since: 22)?.contains(#""event":"changeset""#) == true)
+        #expect(catchUp(since: 20)?.contains(#""event":"snapshot""#) == true)
+    }
+
     // MARK: - Windows
 
     private func windowEvents(_ outcomes: [Outcome]) -> [WindowDelivery] {
