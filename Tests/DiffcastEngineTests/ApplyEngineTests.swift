@@ -173,9 +173,10 @@ import Testing
             ])
         }
         func catchUp(since: UInt64) -> String? {
-            guard case .caughtUp(_, _, let version, let event, _) = engine.process([
-                .catchUp(connection: 1, collection: "c", since: since)
-            ]).first, version == 31
+            guard
+                case .caughtUp(_, _, let version, let event, _) = engine.process([
+                    .catchUp(connection: 1, collection: "c", since: since)
+                ]).first, version == 31
             else { return nil }
             return text(event)
         }
