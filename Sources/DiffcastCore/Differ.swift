@@ -150,8 +150,10 @@ public enum Differ {
         let distance = IdentifierTable.prefetchDistance
         for rank in 0..<oldItems.count {
             if rank + distance < oldItems.count { table.prefetch(hash: oldItems.hashBits(rank + distance)) }
-            let id = oldItems.id(rank)
-            _ = table.insert(hash: id.hashBits, at: rank) { oldItems.identifier($0, equals: id) }
+            // The identifier is copied only where the hash bits match another's.
+            _ = table.insert(hash: oldItems.hashBits(rank), at: rank) {
+                oldItems.identifier($0, equals: oldItems.id(rank))
+            }
         }
         var claimed = [Bool](repeating: false, count: oldItems.count)
         for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {

@@ -222,7 +222,7 @@ public struct Document: Sendable {
             var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
             section.items.forEachPlacement { id, chunk in
                 if !ahead.atEnd {
-                    newDirectory.prefetch(ahead.id)
+                    newDirectory.prefetch(hash: ahead.hashBits)
                     ahead.advance()
                 }
                 // A shared hash is a duplicate or (in practice never) two identifiers with one

@@ -1,5 +1,3 @@
-import CPrefetch
-
 /// An open-addressing hash table from identifiers to positions in a list the caller keeps.
 ///
 /// A slot is 8 bytes: 32 bits of the identifier's cached hash and the position. A table of a
@@ -28,10 +26,7 @@ struct IdentifierTable {
     /// it lets the run's cache misses overlap: they were three quarters of a full diff of a
     /// million items.
     func prefetch(hash: UInt64) {
-        let index = Int(truncatingIfNeeded: hash) & mask
-        slots.withUnsafeBufferPointer { buffer in
-            if let base = buffer.baseAddress { dc_prefetch(base + index) }
-        }
+        slots.prefetch(Int(truncatingIfNeeded: hash) & mask)
     }
 
     /// The position stored for the identifier with hash `hash` (`Identifier.hashBits`);

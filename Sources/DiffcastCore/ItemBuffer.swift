@@ -60,7 +60,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
     /// The hash of the identifier at `position`, read in place without copying the item.
     func hashBits(at position: Int) -> UInt64 {
         precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { ($0 + position).pointee.id.hashBits }
+        return storage.withUnsafeMutablePointerToElements { $0[position].id.hashBits }
     }
 
     /// Whether the item at `position` has identifier `id`, compared in place.

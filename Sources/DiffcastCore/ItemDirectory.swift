@@ -1,5 +1,3 @@
-import CPrefetch
-
 /// Which chunk holds each item of a document: what makes a write to one item cost what it
 /// touches, at any collection size.
 ///
@@ -34,15 +32,13 @@ struct ItemDirectory: Sendable {
         return slots[index].chunk
     }
 
-    /// Starts loading the slot where `add` or a lookup of `id` probes first: called a few
-    /// identifiers ahead of a run of adds (as `IdentifierTable.prefetch`), so a million-item
-    /// `apply` waits for its cache misses together rather than one by one.
-    func prefetch(_ id: Identifier) {
+    /// Starts loading the slot where `add` or a lookup of the identifier with hash `hash`
+    /// (`Identifier.hashBits`) probes first: called a few identifiers ahead of a run of adds (as
+    /// `IdentifierTable.prefetch`), so a million-item `apply` waits for its cache misses together
+    /// rather than one by one.
+    func prefetch(hash: UInt64) {
         guard !slots.isEmpty else { return }
-        let index = home(Self.hash(id))
-        slots.withUnsafeBufferPointer { buffer in
-            if let base = buffer.baseAddress { dc_prefetch(base + index) }
-        }
+        slots.prefetch(home(Self.slotHash(hash)))
     }
 
     /// Records `chunk` for `id`, which has no entry. Returns false when another identifier
@@ -92,8 +88,12 @@ struct ItemDirectory: Sendable {
     }
 
     private static func hash(_ id: Identifier) -> UInt64 {
-        let hash = id.hashBits
-        return hash == 0 ? 1 : hash
+        slotHash(id.hashBits)
+    }
+
+    /// An identifier's hash as a slot holds it (0 marks a free slot, so it is taken as 1).
+    private static func slotHash(_ bits: UInt64) -> UInt64 {
+        bits == 0 ? 1 : bits
     }
 
     /// Slots for `entries` at 70% at most.
