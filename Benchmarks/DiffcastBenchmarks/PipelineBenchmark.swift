@@ -21,7 +21,7 @@ struct PipelineBenchmark: ParsableCommand {
     var manySubscribers = 1000
 
     @Option(help: "Writes of the latency table (one at a time).")
-    var latencyWrites = 200
+    var latencyWrites = 2000
 
     func run() throws {
         raiseFileLimit()
@@ -46,9 +46,20 @@ struct PipelineBenchmark: ParsableCommand {
         emit("## Latency: \(manySubscribers) subscribers, ~1 KB changesets, \(latencyWrites) writes one at a time\n")
         emit("| server | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
         emit("|---|---:|---:|---:|---:|")
-        emit(try latencyDiffcast(directory + "/d2.sock").row("diffcastd"))
-        emit(try latencyRedis(directory + "/r2.sock").row("redis pub/sub"))
-        emit()
+        let latency = try latencyDiffcast(directory + "/d2.sock")
+        emit(latency.row("diffcastd"))
+        let redis1 = try latencyRedis(directory + "/r2.sock", ioThreads: 1)
+        emit(redis1.row("redis pub/sub"))
+        let redis2 = try latencyRedis(directory + "/r3.sock", ioThreads: 2)
+        emit(redis2.row("redis pub/sub, io-threads 2"))
+        emit(
+            String(
+                format:
+                    "\nRatio diffcastd / redis (io-threads 1, 2): deliveries/s %.2f×, %.2f×; p99 latency %.2f×, %.2f×\n",
+                latency.deliveriesPerSecond / redis1.deliveriesPerSecond,
+                latency.deliveriesPerSecond / redis2.deliveriesPerSecond,
+                percentile(latency.latencies, 0.99) / percentile(redis1.latencies, 0.99),
+                percentile(latency.latencies, 0.99) / percentile(redis2.latencies, 0.99)))
     }
 
     struct FanOut {
@@ -244,8 +255,8 @@ struct PipelineBenchmark: ParsableCommand {
             peakResident: sampler?.stop() ?? 0)
     }
 
-    private func latencyRedis(_ path: String) throws -> Latency {
-        let server = try ServerProcess.redis(socketPath: path)
+    private func latencyRedis(_ path: String, ioThreads: Int) throws -> Latency {
+        let server = try ServerProcess.redis(socketPath: path, ioThreads: ioThreads)
         defer { server.stop() }
         let sample = String(format: "%08d", 0) + String(repeating: "x", count: 1016)
         let messageBytes = redisMessageBytes("bench", sample)

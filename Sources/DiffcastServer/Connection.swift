@@ -192,6 +192,9 @@ final class Connection {
         }
     }
 
+    /// Whether everything queued is events (a client waiting for an answer is written at once).
+    var queuesOnlyEvents: Bool { !holdsAnswer }
+
     /// Takes up to `limit` queued buffers for one vectored write.
     func takeOutbound(limit: Int) -> [SharedBytes] {
         let taken: [SharedBytes]

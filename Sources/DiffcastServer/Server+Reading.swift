@@ -299,6 +299,7 @@ extension Server {
         fanOut.removeSubscriptions(of: connection)
         dirty.remove(connection.id)
         lingering.remove(connection.id)
+        turns.remove(connection.id)
         LoopHandles.close(connection.handle)
     }
 

@@ -31,6 +31,11 @@ public final class Server {
     var dirty: Set<ConnectionID> = []
     /// Event streams whose new events wait for the linger timer (`flushLingering`).
     var lingering: Set<ConnectionID> = []
+    /// Subscribers whose new events wait for their turn (`writeTurns`).
+    var turns = WriteTurns()
+    /// Active while `turns` is not empty: the loop then polls without blocking and writes the
+    /// next slice of turns on each iteration.
+    var turnHandle: UnsafeMutablePointer<uv_idle_t>?
     /// Armed while `lingering` is not empty; nil when streams do not linger.
     var lingerTimer: UnsafeMutablePointer<uv_timer_t>?
     /// The buffer descriptors of the write being started, kept to be reused.
@@ -100,6 +105,9 @@ public final class Server {
             orDiscard: asyncHandle)
         let mailbox = OutcomeMailbox(handle: asyncHandle)
         self.mailbox = mailbox
+        let turnHandle = LoopHandles.make(uv_idle_t.self, UV_IDLE)
+        try check(uv_idle_init(loop, turnHandle), "uv_idle_init", orDiscard: turnHandle)
+        self.turnHandle = turnHandle
         let logger = self.logger
         applyQueue = ApplyQueue(
             engine: engine, store: store, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
@@ -191,9 +199,14 @@ public final class Server {
             LoopHandles.close(timer)
         }
         housekeepingTimers = []
-        // From here on everything is written at once, what lingered first.
+        // From here on everything is written at once, what lingered or waited its turn first.
         lingerTimer = nil
         flushLingering()
+        if let turnHandle {
+            self.turnHandle = nil
+            LoopHandles.close(turnHandle)
+        }
+        writeAllTurns()
         applyQueue?.waitUntilIdle()
         drainMailbox()
         applyQueue?.finish()

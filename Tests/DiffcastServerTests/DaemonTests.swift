@@ -275,6 +275,45 @@ import Testing
         #expect(items.filter { $0.text.hasPrefix("p") } == (0..<pipelined).map { Identifier("p\($0)") })
     }
 
+    /// More subscribers than one loop iteration writes (`Server.writeTurns`: a third of those
+    /// waiting, at least 64), while writes arrive one at a time and in a burst: each subscriber
+    /// gets every version in order (the mirror checks each `from` and digest) and ends holding
+    /// what `get` reports; the writer's answers do not wait for them.
+    @Test func subscribersWrittenInTurnsEachGetEveryVersionInOrder() throws {
+        let daemon = try Daemon()
+        let publisher = try Client(path: daemon.socketPath)
+        _ = try publisher.request(#"append_sections many {"sections":[{"id":"s"}]}"#)
+        var subscribers: [(client: Client, mirror: CollectionMirror)] = []
+        for _ in 0..<300 {
+            let client = try Client(path: daemon.socketPath)
+            _ = try client.request("subscribe many")
+            var mirror = CollectionMirror()
+            try mirror.feed(try client.event())
+            subscribers.append((client, mirror))
+        }
+        for index in 0..<30 {
+            #expect(try publisher.request(#"append_items many {"items":[{"id":"a\#(index)","data":\#(index)}]}"#).isOK)
+        }
+        var burst = ""
+        for index in 0..<200 {
+            burst +=
+                #"{"op":"update_items","collection":"many","items":[{"id":"a\#(index % 30)","data":{"n":\#(index)}}]}"#
+                + "\n"
+        }
+        try publisher.sendRaw(Array(burst.utf8))
+        var last = 0
+        for _ in 0..<200 { last = try publisher.response()["version"]?.int ?? -1 }
+        let state = try publisher.request("get many")
+        #expect(state["version"]?.int == last)
+        for index in subscribers.indices {
+            while (subscribers[index].mirror.version ?? 0) < UInt64(last) {
+                try subscribers[index].mirror.feed(try subscribers[index].client.event())
+            }
+            #expect(subscribers[index].mirror.version == UInt64(last))
+            #expect(try EventDecoder.outline(state["sections"]) == subscribers[index].mirror.sections)
+        }
+    }
+
     @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
         let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
         let publisher = try Client(path: daemon.socketPath)
