@@ -32,6 +32,8 @@ final class Connection {
     private var outboundBytes = 0
     private(set) var bytesInFlight = 0
     private(set) var isWriting = false
+    /// Whether the connection is in the loop's list of connections to write (`Server.dirty`).
+    var isDirty = false
     private(set) var phase = Phase.reading
 
     let isTCP: Bool
@@ -334,6 +336,26 @@ struct Subscription {
 
     /// Events are being skipped; a catch-up follows.
     var isLagging: Bool { delivery != .current }
+
+    /// What a version's event does to a whole subscription (`FanOut.publish`).
+    enum Advance {
+        /// The subscription moved to the new version: its event is to be queued.
+        case advanced
+        /// It does not hold the event's `from`, or its connection is over its unsent-bytes
+        /// limit (`fits` false): it falls behind.
+        case behind
+        /// It is behind already; a catch-up follows.
+        case lagging
+    }
+
+    /// Moves a current subscription that holds `from` to `to`, in one dictionary access per
+    /// subscriber and version.
+    mutating func advance(from: UInt64, to: UInt64, fits: Bool) -> Advance {
+        guard !isLagging else { return .lagging }
+        guard version == from && fits else { return .behind }
+        version = to
+        return .advanced
+    }
 }
 
 /// What a windowed subscriber holds: the view of `range` at `eventVersion`, the version of the

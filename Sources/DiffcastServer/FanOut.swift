@@ -107,15 +107,16 @@ final class FanOut {
         guard let ids = subscribers[name] else { return }
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
         for id in ids {
-            guard let connection = host.connection(id), let subscription = connection.subscriptions[name],
-                !subscription.isLagging
-            else { continue }
-            if subscription.version == from && connection.unsentBytes <= policy.maximumUnsentBytes {
+            guard let connection = host.connection(id) else { continue }
+            let fits = connection.unsentBytes <= policy.maximumUnsentBytes
+            switch connection.subscriptions[name]?.advance(from: from, to: to, fits: fits) {
+            case .advanced?:
                 queue(event, to: connection)
-                connection.subscriptions[name]?.version = to
                 connection.releaseAnswers()
-            } else {
+            case .behind?:
                 fallBehind(connection, in: name)
+            case .lagging?, nil:
+                continue
             }
         }
     }

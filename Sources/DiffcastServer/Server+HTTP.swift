@@ -89,7 +89,7 @@ extension Server {
                 WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
             sendWithoutDelay(connection)
         }
-        dirty.insert(connection.id)
+        needsWrite(connection)
     }
 
     /// A response the router made, in its turn among the connection's answers.
@@ -97,7 +97,7 @@ extension Server {
         let exchange = HTTPExchange(part: .response, keepAlive: keepAlive, corsOrigin: corsOrigin)
         let slot = connection.reserveSlot(answeredAs: exchange)
         connection.answer(slot: slot, SharedBytes(response.encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)))
-        dirty.insert(connection.id)
+        needsWrite(connection)
     }
 
     /// An event stream or a WebSocket cannot follow requests still being answered on the same
@@ -130,7 +130,7 @@ extension Server {
             }
         }
         if received.isFinished { stopReading(connection) }
-        dirty.insert(connection.id)
+        needsWrite(connection)
     }
 
     /// Turns Nagle off on a stream that lingers: the linger already coalesces its events, and a
@@ -145,7 +145,7 @@ extension Server {
         for connection in connections.values {
             guard case .eventStream = connection.transport else { continue }
             connection.enqueue(SharedBytes(ServerSentEvents.heartbeat))
-            dirty.insert(connection.id)
+            needsWrite(connection)
         }
         flushDirty()
     }

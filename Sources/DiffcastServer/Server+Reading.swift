@@ -39,7 +39,7 @@ extension Server {
                 "max_connections (\(configuration.maximumConnections)) clients connected")
             connection.enqueue(SharedBytes(WireEncoder.disconnectEvent(code: error.code, message: error.message)))
             connection.finish()
-            dirty.insert(connection.id)
+            needsWrite(connection)
             flushDirty()
             return
         }
@@ -135,7 +135,7 @@ extension Server {
         } else {
             readHTTP(bytes, from: connection)
         }
-        dirty.insert(connection.id)
+        needsWrite(connection)
         submitPendingJobs()
         flushDirty()
         pauseReadingIfFlooded(connection)
@@ -297,7 +297,6 @@ extension Server {
         logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
         fanOut.removeSubscriptions(of: connection)
-        dirty.remove(connection.id)
         lingering.remove(connection.id)
         turns.remove(connection.id)
         LoopHandles.close(connection.handle)

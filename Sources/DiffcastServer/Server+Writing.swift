@@ -15,18 +15,20 @@ extension Server {
     /// linger; a subscriber's events in its turn (`writeTurns`).
     func flushDirty() {
         repeat {
-            for id in dirty {
-                guard let connection = connections[id] else { continue }
+            swap(&dirty, &flushing)
+            for connection in flushing {
+                connection.isDirty = false
+                guard !connection.isClosing else { continue }
                 if mayLinger(connection) {
-                    lingering.insert(id)
+                    lingering.insert(connection.id)
                 } else if mayWaitItsTurn(connection) {
-                    turns.enqueue(id)
+                    turns.enqueue(connection.id)
                 } else {
-                    turns.remove(id)
+                    turns.remove(connection.id)
                     write(connection)
                 }
             }
-            dirty.removeAll(keepingCapacity: true)
+            flushing.removeAll(keepingCapacity: true)
             // Connections that drained may have asked for catch-ups.
             submitPendingJobs()
         } while !dirty.isEmpty

@@ -28,7 +28,9 @@ public final class Server {
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
     /// Connections with something new to write (`flushDirty`).
-    var dirty: Set<ConnectionID> = []
+    var dirty: [Connection] = []
+    /// The list `flushDirty` goes through while new connections are marked dirty in `dirty`.
+    var flushing: [Connection] = []
     /// Event streams whose new events wait for the linger timer (`flushLingering`).
     var lingering: Set<ConnectionID> = []
     /// Subscribers whose new events wait for their turn (`writeTurns`).
@@ -242,7 +244,11 @@ extension Server: FanOutHost {
 
     func submit(_ job: Job) { pendingJobs.append(job) }
 
-    func needsWrite(_ connection: Connection) { dirty.insert(connection.id) }
+    func needsWrite(_ connection: Connection) {
+        guard !connection.isDirty else { return }
+        connection.isDirty = true
+        dirty.append(connection)
+    }
 }
 
 extension FanOut.Policy {
