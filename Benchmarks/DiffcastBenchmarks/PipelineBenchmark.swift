@@ -46,20 +46,29 @@ struct PipelineBenchmark: ParsableCommand {
         emit("## Latency: \(manySubscribers) subscribers, ~1 KB changesets, \(latencyWrites) writes one at a time\n")
         emit("| server | deliveries/s | p50 latency (ms) | p99 latency (ms) | peak RSS (MB) |")
         emit("|---|---:|---:|---:|---:|")
-        let latency = try latencyDiffcast(directory + "/d2.sock")
-        emit(latency.row("diffcastd"))
+        // Each server with one thread writing and with two (diffcastd's io_threads, Redis's
+        // io-threads), alternated.
+        let latency1 = try latencyDiffcast(directory + "/d2.sock", ioThreads: 1)
+        emit(latency1.row("diffcastd"))
         let redis1 = try latencyRedis(directory + "/r2.sock", ioThreads: 1)
         emit(redis1.row("redis pub/sub"))
+        let latency2 = try latencyDiffcast(directory + "/d3.sock", ioThreads: 2)
+        emit(latency2.row("diffcastd, io_threads 2"))
         let redis2 = try latencyRedis(directory + "/r3.sock", ioThreads: 2)
         emit(redis2.row("redis pub/sub, io-threads 2"))
         emit(
             String(
                 format:
-                    "\nRatio diffcastd / redis (io-threads 1, 2): deliveries/s %.2f×, %.2f×; p99 latency %.2f×, %.2f×\n",
-                latency.deliveriesPerSecond / redis1.deliveriesPerSecond,
-                latency.deliveriesPerSecond / redis2.deliveriesPerSecond,
-                percentile(latency.latencies, 0.99) / percentile(redis1.latencies, 0.99),
-                percentile(latency.latencies, 0.99) / percentile(redis2.latencies, 0.99)))
+                    "\nRatio diffcastd / redis, 1 thread: deliveries/s %.2f×, p99 latency %.2f×; 2 threads: %.2f×, %.2f×",
+                latency1.deliveriesPerSecond / redis1.deliveriesPerSecond,
+                percentile(latency1.latencies, 0.99) / percentile(redis1.latencies, 0.99),
+                latency2.deliveriesPerSecond / redis2.deliveriesPerSecond,
+                percentile(latency2.latencies, 0.99) / percentile(redis2.latencies, 0.99)))
+        emit(
+            String(
+                format: "Two threads / one: diffcastd %.2f×, redis %.2f×\n",
+                latency2.deliveriesPerSecond / latency1.deliveriesPerSecond,
+                redis2.deliveriesPerSecond / redis1.deliveriesPerSecond))
     }
 
     struct FanOut {
@@ -242,8 +251,8 @@ struct PipelineBenchmark: ParsableCommand {
             peakResident: sampler.stop())
     }
 
-    private func latencyDiffcast(_ path: String) throws -> Latency {
-        let server = try ServerProcess.diffcastd(socketPath: path)
+    private func latencyDiffcast(_ path: String, ioThreads: Int) throws -> Latency {
+        let server = try ServerProcess.diffcastd(socketPath: path, arguments: ["--io-threads", "\(ioThreads)"])
         defer { server.stop() }
         var sampler: MemorySampler?
         let measured = try updateLatencies(

@@ -14,6 +14,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var http: String?
     public var httpOrigins: [String] = []
     public var streamLingerMs = 1
+    public var ioThreads = 1
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
     public var maxUnsentBytes = 8 * 1024 * 1024
@@ -44,7 +45,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
         case maxConnections = "max_connections", maxCollections = "max_collections"
         case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics, http
-        case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms"
+        case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms", ioThreads = "io_threads"
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
     }
@@ -60,6 +61,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         http = try file.decodeIfPresent(String.self, forKey: .http)
         httpOrigins = try file.decodeIfPresent([String].self, forKey: .httpOrigins) ?? defaults.httpOrigins
         streamLingerMs = try file.decodeIfPresent(Int.self, forKey: .streamLingerMs) ?? defaults.streamLingerMs
+        ioThreads = try file.decodeIfPresent(Int.self, forKey: .ioThreads) ?? defaults.ioThreads
         logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
         maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
         maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
@@ -167,6 +169,9 @@ public struct ValidatedSettings: Sendable {
         guard (0...1000).contains(settings.streamLingerMs) else {
             throw SettingsError("stream_linger_ms: 0 to 1000, got \(settings.streamLingerMs)")
         }
+        guard (1...64).contains(settings.ioThreads) else {
+            throw SettingsError("io_threads: 1 to 64, got \(settings.ioThreads)")
+        }
         if let token = settings.tcpToken, token.isEmpty {
             throw SettingsError("tcp_token: must not be empty")
         }
@@ -201,6 +206,7 @@ public struct ValidatedSettings: Sendable {
         server.httpAddress = settings.http
         server.httpOrigins = settings.httpOrigins
         server.streamLingerMilliseconds = UInt64(settings.streamLingerMs)
+        server.ioThreads = settings.ioThreads
         server.maximumLineBytes = settings.maxLineBytes
         server.maximumUnsentBytes = settings.maxUnsentBytes
         server.slowSubscriberPolicy = policy
@@ -241,6 +247,7 @@ public struct ValidatedSettings: Sendable {
         if old.metrics != new.metrics { keys.append("metrics") }
         if old.http != new.http || old.httpOrigins != new.httpOrigins { keys.append("http") }
         if old.streamLingerMs != new.streamLingerMs { keys.append("stream_linger_ms") }
+        if old.ioThreads != new.ioThreads { keys.append("io_threads") }
         if old.stateDir != new.stateDir { keys.append("state_dir") }
         if old.sync != new.sync { keys.append("sync") }
         if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }

@@ -62,20 +62,30 @@ extension Server {
     /// subscribers are written in one iteration.
     static let leastWritesPerIteration = 64
 
+    /// The fewest connections of a slice worth waking the writer threads for.
+    static let leastParallelWrites = 32
+
     private func startTurns() {
         guard let turnHandle, uv_is_active(dc_handle(turnHandle)) == 0 else { return }
         let result = uv_idle_start(turnHandle) { handle in Server.from(handle)?.writeTurns() }
         if result != 0 { writeAllTurns() }
     }
 
-    /// Writes the next slice of the connections in line (a third of them, at least 64); called
-    /// once per loop iteration while any wait.
+    /// Writes the next slice of the connections in line (a third of them, at least 64), with
+    /// the writer threads' help when there are any; called once per loop iteration while any
+    /// wait.
     func writeTurns() {
         var budget = max(Self.leastWritesPerIteration, turns.count / Self.iterationsPerPass)
+        var slice: [Connection] = []
         while budget > 0, let id = turns.next() {
             guard let connection = connections[id] else { continue }
-            write(connection)
+            slice.append(connection)
             budget -= 1
+        }
+        if let writerThreads, writerThreads.hasHelpers, slice.count >= Self.leastParallelWrites {
+            write(slice, sharedWith: writerThreads)
+        } else {
+            for connection in slice { write(connection) }
         }
         if turns.isEmpty, let turnHandle { uv_idle_stop(turnHandle) }
         submitPendingJobs()
@@ -91,6 +101,46 @@ extension Server {
         if let turnHandle { uv_idle_stop(turnHandle) }
         submitPendingJobs()
         flushDirty()
+    }
+
+    /// Writes a slice of connections with the writer threads' help: one vectored write each,
+    /// made on whichever thread takes it; then each result is settled here as `startWrite`
+    /// settles its own (the rest of a partial write goes to a `uv_write`).
+    private func write(_ slice: [Connection], sharedWith writerThreads: WriterThreads) {
+        parallelWrites.removeAll(keepingCapacity: true)
+        parallelBuffers.removeAll(keepingCapacity: true)
+        var taken: [(connection: Connection, chunks: [SharedBytes], bytes: Int)] = []
+        taken.reserveCapacity(slice.count)
+        for connection in slice where !connection.isWriting && connection.hasOutbound && !connection.isClosing {
+            var descriptor: uv_os_fd_t = -1
+            guard uv_fileno(dc_handle(connection.handle), &descriptor) == 0 else { continue }
+            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
+            let first = parallelBuffers.count
+            let bytes = WriteBuffers.append(chunks, skipping: 0, to: &parallelBuffers)
+            parallelWrites.append(
+                WriterThreads.Write(
+                    descriptor: descriptor, firstBuffer: first, bufferCount: parallelBuffers.count - first))
+            taken.append((connection, chunks, bytes))
+        }
+        writerThreads.perform(&parallelWrites, buffers: parallelBuffers)
+        for (write, taken) in zip(parallelWrites, taken) {
+            let connection = taken.connection
+            if write.result == taken.bytes {
+                connection.writeFinished(bytes: taken.bytes)
+                fanOut.requestCatchUpsIfDrained(connection)
+            } else if write.result >= 0 || write.result == -Int(EAGAIN) {
+                let written = max(write.result, 0)
+                connection.sent(bytes: written)
+                queueWrite(of: taken.chunks, skipping: written, to: connection)
+            } else {
+                connection.writeFinished(bytes: taken.bytes)
+                close(connection)
+            }
+        }
+        // What did not fit in one write, and the connections that had nothing to write.
+        for connection in slice {
+            write(connection)
+        }
     }
 
     // MARK: - Lingering event streams
@@ -223,6 +273,12 @@ enum WriteBuffers {
     /// how many bytes they describe.
     static func fill(_ buffers: inout [uv_buf_t], with chunks: [SharedBytes], skipping skipped: Int) -> Int {
         buffers.removeAll(keepingCapacity: true)
+        return append(chunks, skipping: skipped, to: &buffers)
+    }
+
+    /// Appends to `buffers` the bytes of `chunks` after the first `skipped`, and returns how many
+    /// bytes they describe.
+    static func append(_ chunks: [SharedBytes], skipping skipped: Int, to buffers: inout [uv_buf_t]) -> Int {
         var toSkip = skipped
         var total = 0
         for chunk in chunks {

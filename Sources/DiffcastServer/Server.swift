@@ -42,6 +42,11 @@ public final class Server {
     var lingerTimer: UnsafeMutablePointer<uv_timer_t>?
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
+    /// With `io_threads` above 1: the threads that help write a slice of subscribers, and the
+    /// slice's writes and buffer descriptors, kept to be reused.
+    var writerThreads: WriterThreads?
+    var parallelWrites: [WriterThreads.Write] = []
+    var parallelBuffers: [uv_buf_t] = []
     let readBuffer: UnsafeMutableRawBufferPointer
     var mailbox: OutcomeMailbox?
     var applyQueue: ApplyQueue?
@@ -107,6 +112,9 @@ public final class Server {
             orDiscard: asyncHandle)
         let mailbox = OutcomeMailbox(handle: asyncHandle)
         self.mailbox = mailbox
+        if configuration.ioThreads > 1 {
+            writerThreads = WriterThreads(helperCount: configuration.ioThreads - 1)
+        }
         let turnHandle = LoopHandles.make(uv_idle_t.self, UV_IDLE)
         try check(uv_idle_init(loop, turnHandle), "uv_idle_init", orDiscard: turnHandle)
         self.turnHandle = turnHandle
@@ -209,6 +217,8 @@ public final class Server {
             LoopHandles.close(turnHandle)
         }
         writeAllTurns()
+        writerThreads?.stop()
+        writerThreads = nil
         applyQueue?.waitUntilIdle()
         drainMailbox()
         applyQueue?.finish()

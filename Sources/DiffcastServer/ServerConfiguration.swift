@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// How long the events of an SSE or WebSocket stream may wait to be written together (0:
     /// each at once). See `Server.mayLinger`.
     public var streamLingerMilliseconds: UInt64 = 1
+    /// Threads that write a slice of subscribers together: the loop and `ioThreads - 1`
+    /// helpers (`WriterThreads`); 1 writes on the loop alone.
+    public var ioThreads = 1
     public var history = HistoryLimits()
     public var requestLimits = RequestLimits()
     public var limits = CollectionLimits()

@@ -70,6 +70,10 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Extra milliseconds the apply queue waits to coalesce writes (0: none).")
     var coalesceWindowMs: Int?
 
+    @Option(
+        help: "Threads that write to subscribers together: the loop and io_threads - 1 helpers (1: the loop alone).")
+    var ioThreads: Int?
+
     @Option(help: "Versions of history kept per collection for catch-up changesets.")
     var historyVersions: Int?
 
@@ -215,6 +219,7 @@ struct Diffcastd: ParsableCommand {
         if let maxUnsentBytes { settings.maxUnsentBytes = maxUnsentBytes }
         if let slowSubscriberPolicy { settings.slowSubscriberPolicy = slowSubscriberPolicy }
         if let coalesceWindowMs { settings.coalesceWindowMs = coalesceWindowMs }
+        if let ioThreads { settings.ioThreads = ioThreads }
         if let historyVersions { settings.historyVersions = historyVersions }
         if let stateDir { settings.stateDir = stateDir }
         if let sync { settings.sync = sync }

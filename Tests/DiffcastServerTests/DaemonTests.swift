@@ -278,14 +278,17 @@ import Testing
     /// More subscribers than one loop iteration writes (`Server.writeTurns`: a third of those
     /// waiting, at least 64), while writes arrive one at a time and in a burst: each subscriber
     /// gets every version in order (the mirror checks each `from` and digest) and ends holding
-    /// what `get` reports; the writer's answers do not wait for them.
-    @Test func subscribersWrittenInTurnsEachGetEveryVersionInOrder() throws {
-        let daemon = try Daemon()
+    /// what `get` reports; the writer's answers do not wait for them. With two I/O threads the
+    /// slices are written by the loop and a helper together.
+    @Test(arguments: [1, 2]) func subscribersWrittenInTurnsEachGetEveryVersionInOrder(ioThreads: Int) throws {
+        let daemon = try Daemon(arguments: ["--io-threads", "\(ioThreads)"])
         let publisher = try Client(path: daemon.socketPath)
         _ = try publisher.request(#"append_sections many {"sections":[{"id":"s"}]}"#)
         var subscribers: [(client: Client, mirror: CollectionMirror)] = []
-        for _ in 0..<300 {
-            let client = try Client(path: daemon.socketPath)
+        for index in 0..<300 {
+            // Every tenth reads through a small buffer: its writes are partial, and the rest of
+            // each goes out later.
+            let client = try Client(path: daemon.socketPath, receiveBufferBytes: index % 10 == 0 ? 4096 : nil)
             _ = try client.request("subscribe many")
             var mirror = CollectionMirror()
             try mirror.feed(try client.event())
@@ -295,9 +298,10 @@ import Testing
             #expect(try publisher.request(#"append_items many {"items":[{"id":"a\#(index)","data":\#(index)}]}"#).isOK)
         }
         var burst = ""
+        let padding = String(repeating: "p", count: 300)
         for index in 0..<200 {
             burst +=
-                #"{"op":"update_items","collection":"many","items":[{"id":"a\#(index % 30)","data":{"n":\#(index)}}]}"#
+                #"{"op":"update_items","collection":"many","items":[{"id":"a\#(index % 30)","data":{"n":\#(index),"pad":"\#(padding)"}}]}"#
                 + "\n"
         }
         try publisher.sendRaw(Array(burst.utf8))
