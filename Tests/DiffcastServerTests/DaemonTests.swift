@@ -318,6 +318,41 @@ import Testing
         }
     }
 
+    /// Subscribers that read nothing for a while, with the writer threads on: their sockets
+    /// fill, a helper's write takes part of what was queued, and the loop hands the rest to
+    /// libuv. Each subscriber still gets every byte once, in order.
+    @Test func writerThreadsLeaveTheRestOfAPartialWriteToTheLoop() throws {
+        let daemon = try Daemon(arguments: ["--io-threads", "2"])
+        let publisher = try Client(path: daemon.socketPath)
+        _ = try publisher.request(#"append_sections big {"sections":[{"id":"s","items":["a"]}]}"#)
+        var subscribers: [(client: Client, mirror: CollectionMirror)] = []
+        for _ in 0..<40 {
+            let client = try Client(path: daemon.socketPath)
+            _ = try client.request("subscribe big")
+            var mirror = CollectionMirror()
+            try mirror.feed(try client.event())
+            subscribers.append((client, mirror))
+        }
+        // 120 appends of 4 KB in a burst: they coalesce into a few versions, whose events are
+        // more than a Unix socket takes at once (about 200 KB), so the kernel takes them in part.
+        let padding = String(repeating: "q", count: 4096)
+        var burst = ""
+        for index in 0..<120 {
+            burst +=
+                #"{"op":"append_items","collection":"big","items":[{"id":"b\#(index)","data":"\#(padding)"}]}"# + "\n"
+        }
+        try publisher.sendRaw(Array(burst.utf8))
+        var last = 0
+        for _ in 0..<120 { last = try publisher.response()["version"]?.int ?? -1 }
+        let state = try publisher.request("get big")
+        for index in subscribers.indices {
+            while (subscribers[index].mirror.version ?? 0) < UInt64(last) {
+                try subscribers[index].mirror.feed(try subscribers[index].client.event())
+            }
+            #expect(try EventDecoder.outline(state["sections"]) == subscribers[index].mirror.sections)
+        }
+    }
+
     @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
         let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
         let publisher = try Client(path: daemon.socketPath)
