@@ -506,11 +506,18 @@ private struct UndoLog: Sendable {
 }
 
 /// A point to roll back to: the snapshot and marks then (shared, not copied) and how many
-/// directory changes the log held.
-private struct UndoPoint: Sendable {
+/// directory changes the log held. A class, so that a document (and every idle collection)
+/// holds one pointer for it rather than 80 bytes it uses only while a transaction is open.
+private final class UndoPoint: Sendable {
     let snapshot: Snapshot
     let marks: ChangeMarks
     let directoryChanges: Int
+
+    init(snapshot: Snapshot, marks: ChangeMarks, directoryChanges: Int) {
+        self.snapshot = snapshot
+        self.marks = marks
+        self.directoryChanges = directoryChanges
+    }
 }
 
 extension Anchor {

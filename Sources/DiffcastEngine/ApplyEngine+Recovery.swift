@@ -16,12 +16,12 @@ extension ApplyEngine {
         collection name: String, epoch: String, version: UInt64, sections: [SectionOutline],
         history: VersionHistory
     ) throws {
-        let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+        let state = CollectionState(name: name, epoch: epoch)
         state.document = try Document(restoring: sections)
         state.version = version
         state.exists = true
-        for past in history { state.remember(past.snapshot, as: past.version) }
-        state.remember(state.document.snapshot, as: version)
+        for past in history { state.remember(past.snapshot, as: past.version, within: historyLimits) }
+        state.remember(state.document.snapshot, as: version, within: historyLimits)
         collections[name] = state
     }
 
@@ -29,9 +29,9 @@ extension ApplyEngine {
     public func replay(_ record: LogRecord) throws {
         switch record {
         case .create(let name, let epoch):
-            let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+            let state = CollectionState(name: name, epoch: epoch)
             state.exists = true
-            state.remember(state.document.snapshot, as: 0)
+            state.remember(state.document.snapshot, as: 0, within: historyLimits)
             collections[name] = state
         case .drop(let name):
             collections[name] = nil
@@ -48,7 +48,7 @@ extension ApplyEngine {
             for line in writes { try redo(line, on: state) }
             _ = state.document.takeMarks()
             state.version = version
-            state.remember(state.document.snapshot, as: version)
+            state.remember(state.document.snapshot, as: version, within: historyLimits)
         }
     }
 

@@ -36,7 +36,7 @@ extension ApplyEngine {
         let event = Event.changeset(
             collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
             digest: Digest(of: document.snapshot))
-        state.remember(document.snapshot, as: state.version)
+        state.remember(document.snapshot, as: state.version, within: historyLimits)
         outcomes.append(
             .published(
                 collection: name, from: from, to: state.version, event: Encoded(event),
@@ -66,9 +66,9 @@ extension ApplyEngine {
                     guard state.epoch != epoch else { continue }
                     outcomes.append(.dropped(collection: name))
                 }
-                let state = CollectionState(name: name, epoch: epoch, historyLimits: historyLimits)
+                let state = CollectionState(name: name, epoch: epoch)
                 state.exists = true
-                state.remember(state.document.snapshot, as: 0)
+                state.remember(state.document.snapshot, as: 0, within: historyLimits)
                 collections[name] = state
             case .drop(let name):
                 guard collections.removeValue(forKey: name) != nil else { continue }

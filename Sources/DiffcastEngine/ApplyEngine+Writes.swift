@@ -65,7 +65,7 @@ extension ApplyEngine {
         let changeset = state.document.changeset(since: batch.base)
         if !changeset.isEmpty {
             if state.history.isEmpty {
-                state.remember(batch.base, as: state.version)
+                state.remember(batch.base, as: state.version, within: historyLimits)
             }
             let from = state.version
             state.version += 1
@@ -73,7 +73,7 @@ extension ApplyEngine {
             let event = Event.changeset(
                 collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
                 digest: Digest(of: state.document.snapshot))
-            state.remember(state.document.snapshot, as: state.version)
+            state.remember(state.document.snapshot, as: state.version, within: historyLimits)
             journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
             outcomes.append(
                 .published(

@@ -224,7 +224,7 @@ public final class ApplyEngine {
 
     func state(for name: String) -> CollectionState {
         if let state = collections[name] { return state }
-        let state = CollectionState(name: name, epoch: makeEpoch(), historyLimits: historyLimits)
+        let state = CollectionState(name: name, epoch: makeEpoch())
         collections[name] = state
         return state
     }

@@ -22,16 +22,15 @@ final class CollectionState {
     var openBatch: OpenBatch?
     /// The windows its windowed subscribers hold.
     var windows = WindowGroups()
-    private let historyLimits: HistoryLimits
 
-    init(name: String, epoch: String, historyLimits: HistoryLimits) {
+    init(name: String, epoch: String) {
         self.name = name
         self.epoch = epoch
-        self.historyLimits = historyLimits
     }
 
-    /// Remembers `snapshot` as the state at `version`, dropping the oldest entries past the limits.
-    func remember(_ snapshot: Snapshot, as version: UInt64) {
+    /// Remembers `snapshot` as the state at `version`, dropping the oldest entries past the
+    /// limits (the engine's, passed in rather than kept by each of its collections).
+    func remember(_ snapshot: Snapshot, as version: UInt64, within historyLimits: HistoryLimits) {
         history.append((version, snapshot))
         retainedItems += snapshot.itemCount
         var dropped = 0
