@@ -128,7 +128,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     private(set) var chunks = ChunkTable()
     /// The position of the first item of each chunk.
-    private(set) var starts: [Int] = []
+    private(set) var starts = ChunkStarts()
     public private(set) var count = 0
 
     public init() {}
@@ -165,7 +165,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// The chunk holding `position` (0..<count) and the offset in it.
     func locate(_ position: Int) -> (chunk: Int, offset: Int) {
         var low = 0
-        var high = starts.count - 1
+        var high = chunks.count - 1
         while low < high {
             let middle = (low + high + 1) / 2
             if starts[middle] <= position { low = middle } else { high = middle - 1 }
@@ -328,7 +328,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             start = end
         }
         chunks.replaceSubrange(chunk..<(chunk + 1), with: pieces)
-        starts.replaceSubrange(chunk...chunk, with: Array(repeating: 0, count: pieces.count))
+        starts.split(chunk, into: pieces.count)
         // Every item of the split chunk is reported (the inserted ones may be in any piece).
         var placements: [(Identifier, ChunkID)] = []
         for piece in pieces {
@@ -358,7 +358,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             chunks.update(index) { $0.changeItems { $0.removeAll(where: shouldRemove) } }
         }
         chunks.removeAll { $0.items.isEmpty }
-        starts = Array(repeating: 0, count: chunks.count)
+        starts = ChunkStarts(zeros: chunks.count)
         count = chunks.reduce(0) { $0 + $1.items.count }
         recomputeStarts(from: 0)
     }
