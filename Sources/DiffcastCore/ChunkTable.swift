@@ -9,8 +9,11 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     private static let pageShift = 6
     private static let pageSize = 1 << pageShift
 
-    private var pages: [[ItemList.Chunk]] = []
-    private(set) var count = 0
+    /// Chunks 0..<64. Most collections hold one page, which then needs no table of pages (an
+    /// idle one-item collection was 40 bytes and a malloc larger).
+    private var firstPage: [ItemList.Chunk] = []
+    /// Pages 1, 2, …: each full but the last.
+    private var laterPages: [[ItemList.Chunk]] = []
 
     init() {}
 
@@ -18,12 +21,18 @@ struct ChunkTable: RandomAccessCollection, Sendable {
         for chunk in chunks { append(chunk) }
     }
 
+    var count: Int {
+        guard let last = laterPages.last else { return firstPage.count }
+        return laterPages.count << Self.pageShift + last.count
+    }
+
     var startIndex: Int { 0 }
     var endIndex: Int { count }
 
     subscript(position: Int) -> ItemList.Chunk {
         precondition(position >= 0 && position < count, "chunk index out of range")
-        return pages[position >> Self.pageShift][position & (Self.pageSize - 1)]
+        guard position >= Self.pageSize else { return firstPage[position] }
+        return laterPages[position >> Self.pageShift - 1][position & (Self.pageSize - 1)]
     }
 
     /// Changes the chunk at `position` in place, so that its items stay its own when nothing
@@ -31,17 +40,20 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     /// crashed debug builds of this toolchain.)
     mutating func update<Result>(_ position: Int, _ body: (inout ItemList.Chunk) -> Result) -> Result {
         precondition(position >= 0 && position < count, "chunk index out of range")
-        return body(&pages[position >> Self.pageShift][position & (Self.pageSize - 1)])
+        guard position >= Self.pageSize else { return body(&firstPage[position]) }
+        return body(&laterPages[position >> Self.pageShift - 1][position & (Self.pageSize - 1)])
     }
 
     mutating func append(_ chunk: ItemList.Chunk) {
-        if count & (Self.pageSize - 1) == 0 {
+        let count = self.count
+        if count < Self.pageSize {
             // Not reserved: most collections hold one chunk, and a page grows as an array does.
-            pages.append([chunk])
+            firstPage.append(chunk)
+        } else if count & (Self.pageSize - 1) == 0 {
+            laterPages.append([chunk])
         } else {
-            pages[pages.count - 1].append(chunk)
+            laterPages[laterPages.count - 1].append(chunk)
         }
-        count += 1
     }
 
     /// Replaces the chunks in `range` with `newChunks`; the chunks after it move.
@@ -64,10 +76,15 @@ struct ChunkTable: RandomAccessCollection, Sendable {
 
     /// Keeps the first `newCount` chunks.
     private mutating func truncate(to newCount: Int) {
+        guard newCount > Self.pageSize else {
+            laterPages = []
+            firstPage.removeSubrange(newCount...)
+            return
+        }
+        // Pages kept in all, the first included; the last of them may be cut.
         let fullPages = newCount >> Self.pageShift
         let rest = newCount & (Self.pageSize - 1)
-        pages.removeSubrange((rest > 0 ? fullPages + 1 : fullPages)...)
-        if rest > 0 { pages[fullPages].removeSubrange(rest...) }
-        count = newCount
+        laterPages.removeSubrange((rest > 0 ? fullPages : fullPages - 1)...)
+        if rest > 0 { laterPages[fullPages - 1].removeSubrange(rest...) }
     }
 }
