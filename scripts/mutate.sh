@@ -11,7 +11,9 @@ root=$(pwd)
 scratch=${MUTATE_DIR:-/tmp/diffcast-mutants}
 rm -rf "$scratch/src"
 mkdir -p "$scratch/src"
-git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$scratch/src"
+# Extracted with fresh times (-m), so the baseline build recompiles every module: an
+# incremental build over a changed stored-property layout can keep stale code that crashes.
+git ls-files -co --exclude-standard | tar -cf - -T - | tar -xmf - -C "$scratch/src"
 build="$scratch/build"
 # The daemon tests start the binary built here, not one from the source tree.
 export DIFFCASTD="$build/debug/diffcastd"
