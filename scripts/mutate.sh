@@ -39,7 +39,7 @@ subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|           
 turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if places[id] == place {|            if places[id] != nil {|WriteTurnsTests
 parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|                queueWrite(of: taken.chunks, skipping: written, to: connection)|                queueWrite(of: taken.chunks, skipping: 0, to: connection)|DaemonTests
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|            for connection in slice { write(connection) }|            for connection in slice.dropLast() { write(connection) }|DaemonTests
-answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: !holdsAnswer|        case .eventStream, .webSocket: true|FanOutTests
+answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests
 socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests
 history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            retainedItems -= history[dropped].snapshot.itemCount|            _ = history[dropped]|ApplyEngineTests|DaemonTests
 catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }|        guard Bool(true) else { return }|FanOutTests

@@ -189,7 +189,7 @@ final class Connection {
     /// events of a Server-Sent Events stream or a WebSocket, never an answer.
     var mayLinger: Bool {
         switch transport {
-        case .eventStream, .webSocket: !holdsAnswer
+        case .eventStream, .webSocket: queuesOnlyEvents
         case .lines, .http: false
         }
     }
