@@ -130,7 +130,7 @@ let package = Package(
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
         .executableTarget(
             name: "DiffcastAllocations",
-            dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastEngine", "DiffcastWire"],
+            dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastCore", "DiffcastEngine", "DiffcastWire"],
             path: "Benchmarks/DiffcastAllocations"
         ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a

@@ -22,7 +22,10 @@ static void count(size_t size) {
 
 unsigned long long dc_allocation_count(void) { return atomic_load(&allocations); }
 unsigned long long dc_allocated_bytes(void) { return atomic_load(&bytes); }
-unsigned long long dc_heap_in_use(void) { return mallinfo2().uordblks; }
+unsigned long long dc_heap_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
 
 void *malloc(size_t size) {
     count(size);

@@ -30,54 +30,9 @@ struct DiffBenchmark: ParsableCommand {
     var writesCollectionSize: Int = 1_000_000
 
     func run() {
-        printMemoryPerItem(count: writesCollectionSize)
         printGrowingCollectionTable()
         printFullDiffTable()
         printSmallWritesTable()
-    }
-
-    // MARK: - Memory
-
-    /// Resident bytes per item of a `Document`, against the same items held the plain way: an
-    /// array of (id, data) strings plus a reserved `Dictionary<String, Int>` from id to position
-    /// (the least any id-indexed store holds), measured in the same process.
-    private func printMemoryPerItem(count: Int) {
-        let texts = (0..<count).map { index in
-            (id: "item-\(index)", data: "\"" + ("\(index)" + String(repeating: "d", count: 30)).prefix(30) + "\"")
-        }
-        let rawBytes = texts.reduce(0) { $0 + $1.id.utf8.count + $1.data.utf8.count }
-        // Fresh strings, as a parser makes them: nothing shared with `texts`.
-        let fresh = { (text: String) in String(decoding: Array(text.utf8), as: UTF8.self) }
-        var before = residentBytesOfThisProcess()
-        var document = Document()
-        try? document.apply(
-            .apply(sections: [
-                SectionInput(
-                    id: "s",
-                    items: texts.map { Item(id: Identifier(fresh($0.id)), data: JSONText(canonical: fresh($0.data))) })
-            ]))
-        let documentBytes = residentBytesOfThisProcess() - before
-        before = residentBytesOfThisProcess()
-        var plainItems: [(id: String, data: String)] = []
-        plainItems.reserveCapacity(count)
-        var positions: [String: Int] = [:]
-        positions.reserveCapacity(count)
-        for (index, text) in texts.enumerated() {
-            let item = (id: fresh(text.id), data: fresh(text.data))
-            plainItems.append(item)
-            positions[item.id] = index
-        }
-        let plainBytes = residentBytesOfThisProcess() - before
-        emit("## Memory held per item (\(document.itemCount) items, 32-byte data, ids 'item-N')\n")
-        emit("Plain: the same items as an array of (id, data) strings plus a reserved `[String: Int]` index.\n")
-        emit("| Document (bytes/item) | plain (bytes/item) | Document / plain | id + data bytes per item |")
-        emit("|---:|---:|---:|---:|")
-        let perItem = { (bytes: Int) in Double(bytes) / Double(count) }
-        emit(
-            String(
-                format: "| %.0f | %.0f | %.2f× | %.1f |\n", perItem(documentBytes), perItem(plainBytes),
-                Double(documentBytes) / Double(plainBytes), Double(rawBytes) / Double(count)))
-        withExtendedLifetime((plainItems, positions)) {}
     }
 
     // MARK: - Full diff

@@ -7,8 +7,8 @@
 /// ordo-one/benchmark's malloc counters do.
 unsigned long long dc_allocation_count(void);
 unsigned long long dc_allocated_bytes(void);
-/// Bytes of the heap in use now (glibc's mallinfo2 `uordblks`: live allocations with their
-/// chunk headers and padding).
+/// Bytes of the heap in use now (glibc's mallinfo2 `uordblks + hblkhd`: live allocations with
+/// their chunk headers and padding, including the large ones glibc maps on their own).
 unsigned long long dc_heap_in_use(void);
 
 #endif
