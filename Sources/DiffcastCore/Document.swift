@@ -5,8 +5,12 @@
 /// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
 public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
-    /// The chunk of every item.
-    private var directory = ItemDirectory()
+    /// The chunk of every item, once the document holds more than `scannedItems`. Fewer are
+    /// found by a scan of the snapshot (as `Snapshot` finds a few sections), so a small
+    /// collection holds no table: an idle one-item collection was 80 bytes larger with one,
+    /// and one of eight items 450.
+    private var directory: ItemDirectory?
+    private static let scannedItems = 8
     /// The section of every chunk, when there is more than one section (with one, it holds
     /// every chunk). Entries of chunks that are gone may linger until the next rebuild.
     private var chunkOwners: [ItemList.ChunkID: Identifier] = [:]
@@ -29,17 +33,26 @@ public struct Document: Sendable {
         _ = takeMarks()
     }
 
-    public var itemCount: Int { directory.count }
+    public var itemCount: Int { directory?.count ?? snapshot.itemCount }
 
     public func containsItem(_ id: Identifier) -> Bool { location(of: id) != nil }
 
     /// The position of an item in the current snapshot, or nil when there is no such item: a
     /// scan of its section's chunk table and of one chunk, never of the whole section.
     public func location(of id: Identifier) -> (section: Int, item: Int)? {
+        guard let directory else { return scanForLocation(of: id) }
         guard let chunk = directory.candidateChunk(of: id), let sectionIndex = section(holding: chunk),
             let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: chunk)
         else { return nil }
         return (sectionIndex, itemIndex)
+    }
+
+    /// The position of an item in a document without a directory, found by looking at every item.
+    private func scanForLocation(of id: Identifier) -> (section: Int, item: Int)? {
+        for (sectionIndex, section) in snapshot.sections.enumerated() {
+            if let itemIndex = section.items.firstIndex(where: { $0.id == id }) { return (sectionIndex, itemIndex) }
+        }
+        return nil
     }
 
     /// The position of the section that holds `chunk` (or, with one section, of that section).
@@ -131,9 +144,9 @@ public struct Document: Sendable {
             let change = undo?.directoryChanges.removeLast()
         {
             switch change {
-            case .added(let id): directory.remove(id)
-            case .moved(let id, let chunk): directory.move(id, to: chunk)
-            case .removed(let id, let chunk): directory.add(id, chunk: chunk)
+            case .added(let id): directory?.remove(id)
+            case .moved(let id, let chunk): directory?.move(id, to: chunk)
+            case .removed(let id, let chunk): directory?.add(id, chunk: chunk)
             case .replaced(let previous): directory = previous
             }
         }
@@ -142,7 +155,14 @@ public struct Document: Sendable {
         rebuildChunkOwners()
     }
 
+    /// Applies one write that is not a batch, then gives the document its directory if the
+    /// write made it large.
     private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
+        try applyWrite(operation)
+        indexIfLarge()
+    }
+
+    private mutating func applyWrite(_ operation: WriteOperation) throws(DiffcastError) {
         switch operation {
         case .apply(let sections):
             try replaceAll(with: sections)
@@ -216,23 +236,30 @@ public struct Document: Sendable {
         let sections = inputs.map { input in
             Section(id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
         }
-        var newDirectory = ItemDirectory(capacity: inputs.reduce(0) { $0 + $1.items.count })
+        let itemCount = inputs.reduce(0) { $0 + $1.items.count }
+        var newDirectory: ItemDirectory?
         var duplicate: Identifier?
-        for section in sections where duplicate == nil {
-            var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
-            section.items.forEachPlacement { id, chunk in
-                if !ahead.atEnd {
-                    newDirectory.prefetch(hash: ahead.hashBits)
-                    ahead.advance()
-                }
-                // A shared hash is a duplicate or (in practice never) two identifiers with one
-                // hash: counting says which.
-                if !newDirectory.add(id, chunk: chunk), duplicate == nil,
-                    Self.occurrences(of: id, in: sections, atLeast: 2)
-                {
-                    duplicate = id
+        if itemCount > Self.scannedItems {
+            var table = ItemDirectory(capacity: itemCount)
+            for section in sections where duplicate == nil {
+                var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
+                section.items.forEachPlacement { id, chunk in
+                    if !ahead.atEnd {
+                        table.prefetch(hash: ahead.hashBits)
+                        ahead.advance()
+                    }
+                    // A shared hash is a duplicate or (in practice never) two identifiers with one
+                    // hash: counting says which.
+                    if !table.add(id, chunk: chunk), duplicate == nil,
+                        Self.occurrences(of: id, in: sections, atLeast: 2)
+                    {
+                        duplicate = id
+                    }
                 }
             }
+            newDirectory = table
+        } else {
+            duplicate = Self.firstRepeatedItem(in: inputs)
         }
         if let duplicate { throw .duplicateIdentifier(kind: .item, id: duplicate) }
         undo?.directoryChanges.append(.replaced(directory))
@@ -411,24 +438,37 @@ public struct Document: Sendable {
 
     /// Enters an item new to the directory.
     private mutating func addLocation(_ chunk: ItemList.ChunkID, for id: Identifier) {
+        guard directory != nil else { return }
         undo?.directoryChanges.append(.added(id))
-        directory.add(id, chunk: chunk)
+        directory?.add(id, chunk: chunk)
     }
 
     /// Records the new chunk of an item in the directory.
     private mutating func moveLocation(of id: Identifier, to chunk: ItemList.ChunkID) {
-        if undo != nil, let previous = directory.candidateChunk(of: id) {
+        if undo != nil, let previous = directory?.candidateChunk(of: id) {
             undo?.directoryChanges.append(.moved(id, from: previous))
         }
-        directory.move(id, to: chunk)
+        directory?.move(id, to: chunk)
     }
 
     /// Takes an item in the directory out of it.
     private mutating func removeLocation(of id: Identifier) {
-        if undo != nil, let previous = directory.candidateChunk(of: id) {
+        if undo != nil, let previous = directory?.candidateChunk(of: id) {
             undo?.directoryChanges.append(.removed(id, previous))
         }
-        directory.remove(id)
+        directory?.remove(id)
+    }
+
+    /// Builds the directory of a document without one that now holds more than `scannedItems`.
+    /// Once built it stays, however small the document gets, until an `apply` replaces it all.
+    private mutating func indexIfLarge() {
+        guard directory == nil, snapshot.itemCount > Self.scannedItems else { return }
+        var table = ItemDirectory(capacity: snapshot.itemCount)
+        for section in snapshot.sections {
+            section.items.forEachPlacement { id, chunk in table.add(id, chunk: chunk) }
+        }
+        undo?.directoryChanges.append(.replaced(nil))
+        directory = table
     }
 
     /// Notes that `section` holds `chunks` (nothing to note with one section or none), and
@@ -448,6 +488,21 @@ public struct Document: Sendable {
             }
         }
         chunkOwnersLimit = 2 * chunkOwners.count + 64
+    }
+
+    /// The first item identifier that `inputs` name a second time, found by comparing each item
+    /// with those before it: for a few items, which get no directory to find it.
+    private static func firstRepeatedItem(in inputs: [SectionInput]) -> Identifier? {
+        for (sectionIndex, input) in inputs.enumerated() {
+            for (itemIndex, item) in input.items.enumerated() {
+                if input.items[..<itemIndex].contains(where: { $0.id == item.id })
+                    || inputs[..<sectionIndex].contains(where: { $0.items.contains { $0.id == item.id } })
+                {
+                    return item.id
+                }
+            }
+        }
+        return nil
     }
 
     /// Whether `id` is among the items of `sections` at least `count` times.
@@ -499,7 +554,7 @@ private struct UndoLog: Sendable {
         case added(Identifier)
         case moved(Identifier, from: ItemList.ChunkID)
         case removed(Identifier, ItemList.ChunkID)
-        case replaced(ItemDirectory)
+        case replaced(ItemDirectory?)
     }
 
     var directoryChanges: [Change] = []
