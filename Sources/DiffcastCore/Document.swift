@@ -5,12 +5,18 @@
 /// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
 public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
-    /// The chunk of every item, once the document holds more than `scannedItems`. Fewer are
-    /// found by a scan of the snapshot (as `Snapshot` finds a few sections), so a small
-    /// collection holds no table: an idle one-item collection was 80 bytes larger with one,
-    /// and one of eight items 450.
+    /// The chunk of every item, once the document holds more than `scannedItems` or more than
+    /// `scannedSections`. A small document finds an item by a scan of its snapshot, a few steps
+    /// (as `Snapshot` finds one of a few sections), so a small collection holds no table: an
+    /// idle one-item collection was 80 bytes larger with one, and one of eight items 450.
     private var directory: ItemDirectory?
     private static let scannedItems = 8
+    private static let scannedSections = 8
+
+    /// Whether a document of these sections and items is small enough to go without a directory.
+    private static func isSmall(sections: Int, items: Int) -> Bool {
+        sections <= scannedSections && items <= scannedItems
+    }
     /// The section of every chunk, when there is more than one section (with one, it holds
     /// every chunk). Entries of chunks that are gone may linger until the next rebuild.
     private var chunkOwners: [ItemList.ChunkID: Identifier] = [:]
@@ -239,7 +245,7 @@ public struct Document: Sendable {
         let itemCount = inputs.reduce(0) { $0 + $1.items.count }
         var newDirectory: ItemDirectory?
         var duplicate: Identifier?
-        if itemCount > Self.scannedItems {
+        if !Self.isSmall(sections: inputs.count, items: itemCount) {
             var table = ItemDirectory(capacity: itemCount)
             for section in sections where duplicate == nil {
                 var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
@@ -459,10 +465,11 @@ public struct Document: Sendable {
         directory?.remove(id)
     }
 
-    /// Builds the directory of a document without one that now holds more than `scannedItems`.
-    /// Once built it stays, however small the document gets, until an `apply` replaces it all.
+    /// Builds the directory of a document without one that is no longer small. Once built it
+    /// stays, however small the document gets, until an `apply` replaces it all.
     private mutating func indexIfLarge() {
-        guard directory == nil, snapshot.itemCount > Self.scannedItems else { return }
+        guard directory == nil, !Self.isSmall(sections: snapshot.sections.count, items: snapshot.itemCount)
+        else { return }
         var table = ItemDirectory(capacity: snapshot.itemCount)
         for section in snapshot.sections {
             section.items.forEachPlacement { id, chunk in table.add(id, chunk: chunk) }

@@ -26,6 +26,53 @@ import Testing
         #expect(outline(document) == before)
     }
 
+    /// An `apply` that names an item twice is refused naming it, whether the document it makes
+    /// is small (found by comparing, no directory) or not (found by the directory): the
+    /// identifier whose second appearance comes first.
+    @Test(arguments: [0, 6, 20])
+    func anApplyNamesTheRepeatedItemAtAnySize(extraItems: Int) throws {
+        var document = try document([("s", ["a"])])
+        let before = outline(document)
+        let extra = (0..<extraItems).map { Item(id: "e\($0)") }
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "b")) {
+            try document.apply(
+                .apply(sections: [
+                    SectionInput(id: "s", items: [Item(id: "a"), Item(id: "b")] + extra),
+                    SectionInput(id: "t", items: [Item(id: "b"), Item(id: "a")]),
+                ]))
+        }
+        #expect(throws: DiffcastError.duplicateIdentifier(kind: .item, id: "x")) {
+            try document.apply(
+                .apply(sections: [SectionInput(id: "s", items: extra + [Item(id: "x"), Item(id: "y"), Item(id: "x")])]))
+        }
+        #expect(outline(document) == before)
+        #expect(document.location(of: "a")! == (0, 0))
+    }
+
+    /// A write that takes a small document past 8 items or 8 sections builds its directory; a
+    /// batch or transaction that rolls it back takes the directory back too, and the document
+    /// keeps finding every item afterwards.
+    @Test func aRollBackUndoesTheDirectoryItsWritesBuilt() throws {
+        var document = try document([("s", ["a", "b", "c"])])
+        let before = outline(document)
+        let many = (0..<12).map { Item(id: "n\($0)") }
+        #expect(throws: DiffcastError.self) {
+            try document.apply(.batch([.appendItems(many, section: "s"), .deleteItems(["ghost"])]))
+        }
+        #expect(outline(document) == before && document.itemCount == 3)
+        document.beginTransaction()
+        try document.apply(.appendItems(many, section: "s"))
+        try document.apply(.appendSections((0..<10).map { SectionInput(id: "t\($0)") }))
+        #expect(document.location(of: "n11")! == (0, 14) && document.itemCount == 15)
+        document.rollBackTransaction()
+        #expect(outline(document) == before && document.itemCount == 3)
+        #expect(!document.containsItem("n0") && document.location(of: "c")! == (0, 2))
+        try document.apply(.appendSections((0..<10).map { SectionInput(id: "t\($0)", items: [Item(id: "m\($0)")]) }))
+        try document.apply(.moveItem("a", anchor: .after("m9")))
+        #expect(document.location(of: "a")! == (10, 1) && document.location(of: "m4")! == (5, 0))
+        #expect(document.itemCount == 13)
+    }
+
     @Test func everyOpNamesAnUnknownAnchorOrTarget() throws {
         var document = try document([("A", ["a1"]), ("B", [])])
         let before = outline(document)
