@@ -18,10 +18,8 @@ extension ApplyEngine {
     ) throws {
         let state = CollectionState(name: name, epoch: epoch)
         state.document = try Document(restoring: sections)
-        state.version = version
         state.exists = true
-        for past in history { state.remember(past.snapshot, as: past.version, within: historyLimits) }
-        state.remember(state.document.snapshot, as: version, within: historyLimits)
+        state.restore(earlier: history, current: version, within: historyLimits)
         collections[name] = state
     }
 
@@ -31,7 +29,6 @@ extension ApplyEngine {
         case .create(let name, let epoch):
             let state = CollectionState(name: name, epoch: epoch)
             state.exists = true
-            state.remember(state.document.snapshot, as: 0, within: historyLimits)
             collections[name] = state
         case .drop(let name):
             collections[name] = nil
@@ -45,10 +42,10 @@ extension ApplyEngine {
                 throw RecoveryError.inconsistent(
                     "a batch for '\(name)' at version \(version), which does not follow \(state.version)")
             }
+            let previous = state.document.snapshot
             for line in writes { try redo(line, on: state) }
             _ = state.document.takeMarks()
-            state.version = version
-            state.remember(state.document.snapshot, as: version, within: historyLimits)
+            state.advance(to: version, leaving: previous, within: historyLimits)
         }
     }
 
@@ -65,8 +62,7 @@ extension ApplyEngine {
         name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: VersionHistory
     )] {
         collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
-            let earlier = state.history.filter { $0.version < state.version }
-            return (state.name, state.epoch, state.version, state.document.snapshot, earlier)
+            (state.name, state.epoch, state.version, state.document.snapshot, state.history)
         }
     }
 

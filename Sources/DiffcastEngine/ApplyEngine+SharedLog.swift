@@ -32,11 +32,10 @@ extension ApplyEngine {
         let from = state.version
         let previous = state.document.snapshot
         state.document = document
-        state.version = snapshot.version
+        state.advance(to: snapshot.version, leaving: previous, within: historyLimits)
         let event = Event.changeset(
             collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
             digest: Digest(of: document.snapshot))
-        state.remember(document.snapshot, as: state.version, within: historyLimits)
         outcomes.append(
             .published(
                 collection: name, from: from, to: state.version, event: Encoded(event),
@@ -68,7 +67,6 @@ extension ApplyEngine {
                 }
                 let state = CollectionState(name: name, epoch: epoch)
                 state.exists = true
-                state.remember(state.document.snapshot, as: 0, within: historyLimits)
                 collections[name] = state
             case .drop(let name):
                 guard collections.removeValue(forKey: name) != nil else { continue }

@@ -64,16 +64,12 @@ extension ApplyEngine {
         openBatches.removeAll { $0 === state }
         let changeset = state.document.changeset(since: batch.base)
         if !changeset.isEmpty {
-            if state.history.isEmpty {
-                state.remember(batch.base, as: state.version, within: historyLimits)
-            }
             let from = state.version
-            state.version += 1
+            state.advance(to: from + 1, leaving: batch.base, within: historyLimits)
             statistics.versionsPublished += 1
             let event = Event.changeset(
                 collection: name, epoch: state.epoch, from: from, version: state.version, changeset,
                 digest: Digest(of: state.document.snapshot))
-            state.remember(state.document.snapshot, as: state.version, within: historyLimits)
             journal(.batch(collection: name, version: state.version, writes: batch.acknowledgements.map(\.line)))
             outcomes.append(
                 .published(

@@ -3,21 +3,29 @@ import DiffcastCore
 /// Earlier versions of a collection, oldest first: what catch-up changesets are taken from.
 public typealias VersionHistory = [(version: UInt64, snapshot: Snapshot)]
 
-/// One collection as the apply queue holds it: the document, its version and epoch, and recent
-/// snapshots by version, from which a subscriber that fell behind gets one changeset.
+/// One collection as the apply queue holds it: the document, its version and epoch, and the
+/// snapshots of earlier versions, from which a subscriber that fell behind gets one changeset.
 final class CollectionState {
     let name: String
     let epoch: String
     var document = Document()
-    var version: UInt64 = 0
+    /// The version published last: the document's snapshot, or the open batch's base while
+    /// writes wait to be published.
+    private(set) var version: UInt64 = 0
     /// False until a write succeeds or a subscriber names it: a rejected first write leaves no
     /// collection behind.
     var exists = false
-    private(set) var history: VersionHistory = []
-    /// Items summed over `history`'s snapshots, kept as they come and go: summing them again
+    /// Whether the empty version 0 is among the earlier versions kept: every collection starts
+    /// there, so it is remembered by this flag rather than by an entry of `earlier`.
+    private var keepsEmptyStart = false
+    /// Earlier versions, oldest first, past the empty start. The version published last is not
+    /// among them: the document (or the open batch's base) holds it. An idle collection that
+    /// took one write thus keeps no array at all (96 bytes of heap before).
+    private var earlier: VersionHistory = []
+    /// Items summed over `earlier`'s snapshots, kept as they come and go: summing them again
     /// for every version retained and released each of up to 64 snapshots, a tenth of the
     /// daemon's time one write at a time.
-    private var retainedItems = 0
+    private var earlierItems = 0
     /// The writes applied since the last published version, while the engine collects them.
     var openBatch: OpenBatch?
     /// The windows its windowed subscribers hold.
@@ -28,23 +36,61 @@ final class CollectionState {
         self.epoch = epoch
     }
 
-    /// Remembers `snapshot` as the state at `version`, dropping the oldest entries past the
-    /// limits (the engine's, passed in rather than kept by each of its collections).
-    func remember(_ snapshot: Snapshot, as version: UInt64, within historyLimits: HistoryLimits) {
-        history.append((version, snapshot))
-        retainedItems += snapshot.itemCount
+    /// The snapshot of every earlier version kept, oldest first (for a checkpoint).
+    var history: VersionHistory {
+        keepsEmptyStart ? [(0, Snapshot())] + earlier : earlier
+    }
+
+    /// Moves the collection on to `newVersion`, which the document now holds, keeping
+    /// `previous` (the snapshot of the version it leaves) for catch-ups as far as the limits
+    /// allow.
+    func advance(to newVersion: UInt64, leaving previous: Snapshot, within historyLimits: HistoryLimits) {
+        keep(previous, as: version)
+        version = newVersion
+        forgetOldest(within: historyLimits)
+    }
+
+    /// Keeps `snapshot` as the earlier version `version` (a restored one, oldest first), and
+    /// sets the version published last to `current`.
+    func restore(earlier past: VersionHistory, current: UInt64, within historyLimits: HistoryLimits) {
+        for entry in past where entry.version < current { keep(entry.snapshot, as: entry.version) }
+        version = current
+        forgetOldest(within: historyLimits)
+    }
+
+    private func keep(_ snapshot: Snapshot, as version: UInt64) {
+        if version == 0, earlier.isEmpty, !keepsEmptyStart, snapshot.sections.isEmpty {
+            keepsEmptyStart = true
+            return
+        }
+        earlier.append((version, snapshot))
+        earlierItems += snapshot.itemCount
+    }
+
+    /// Drops the oldest earlier versions past the limits (the engine's, passed in rather than
+    /// kept by each of its collections): at most `versions` with the current one, and at most
+    /// `items` summed over them, the current one always kept.
+    private func forgetOldest(within historyLimits: HistoryLimits) {
+        let currentItems = document.itemCount
+        var kept: Int { earlier.count + (keepsEmptyStart ? 1 : 0) + 1 }
         var dropped = 0
-        while history.count - dropped > historyLimits.versions
-            || (history.count - dropped > 1 && retainedItems > historyLimits.items)
+        while kept - dropped > historyLimits.versions
+            || (kept - dropped > 1 && earlierItems + currentItems > historyLimits.items)
         {
-            retainedItems -= history[dropped].snapshot.itemCount
+            if keepsEmptyStart {
+                keepsEmptyStart = false
+                continue
+            }
+            earlierItems -= earlier[dropped].snapshot.itemCount
             dropped += 1
         }
-        history.removeFirst(dropped)
+        earlier.removeFirst(dropped)
     }
 
     func snapshot(at version: UInt64) -> Snapshot? {
-        history.last { $0.version == version }?.snapshot
+        if version == self.version { return openBatch?.base ?? document.snapshot }
+        if version == 0, keepsEmptyStart { return Snapshot() }
+        return earlier.last { $0.version == version }?.snapshot
     }
 
     /// What a batch may change beyond the document, to put back if the batch cannot be made
@@ -54,22 +100,26 @@ final class CollectionState {
         let state: CollectionState
         let version: UInt64
         let exists: Bool
-        let history: [(version: UInt64, snapshot: Snapshot)]
+        let keepsEmptyStart: Bool
+        let earlier: VersionHistory
         /// The windows as they were: a version that is undone must not have moved them on.
         let windows: WindowGroups
     }
 
     func save() -> Saved {
         document.beginTransaction()
-        return Saved(state: self, version: version, exists: exists, history: history, windows: windows)
+        return Saved(
+            state: self, version: version, exists: exists, keepsEmptyStart: keepsEmptyStart, earlier: earlier,
+            windows: windows)
     }
 
     func restore(_ saved: Saved) {
         document.rollBackTransaction()
         version = saved.version
         exists = saved.exists
-        history = saved.history
-        retainedItems = history.reduce(0) { $0 + $1.snapshot.itemCount }
+        keepsEmptyStart = saved.keepsEmptyStart
+        earlier = saved.earlier
+        earlierItems = earlier.reduce(0) { $0 + $1.snapshot.itemCount }
         windows = saved.windows
     }
 

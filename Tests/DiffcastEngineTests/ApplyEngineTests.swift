@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastTestSupport
 import DiffcastWire
 import Testing
 
@@ -182,6 +183,66 @@ import Testing
         }
         #expect(catchUp(since: 22)?.contains(#""event":"changeset""#) == true)
         #expect(catchUp(since: 20)?.contains(#""event":"snapshot""#) == true)
+    }
+
+    /// Catch-ups over random histories: from every version the limits keep (the last
+    /// `versions`, as many as `items` summed over them allow, the current one always, the empty
+    /// version 0 of a new collection among them), one changeset that takes the state held then
+    /// to the state now (apply∘diff); from any older version, a snapshot. A version once dropped
+    /// stays dropped, so the oldest kept only moves forward.
+    @Test(arguments: [(3, 1000), (6, 40), (64, 25)])
+    func catchUpsComeFromExactlyTheVersionsTheLimitsKeep(versions: Int, items: Int) throws {
+        let engine = ApplyEngine(historyLimits: HistoryLimits(versions: versions, items: items))
+        var rng = SplitMix64(seed: UInt64(versions * 1009 + items))
+        var states = [Snapshot()]
+        var oldestKept = 0
+        var sections: [String] = []
+        var checked = (changesets: 0, snapshots: 0)
+        for step in 1...40 {
+            if Bool.random(using: &rng), let section = sections.randomElement(using: &rng) {
+                sections.removeAll { $0 == section }
+                _ = engine.process([try job(#"delete_sections c {"sections":["\#(section)"]}"#, slot: UInt64(step))])
+            } else {
+                let count = Int.random(in: 0...6, using: &rng)
+                let ids = (0..<count).map { #""i\#(step)-\#($0)""# }.joined(separator: ",")
+                sections.append("s\(step)")
+                _ = engine.process([
+                    try job(#"append_sections c {"sections":[{"id":"s\#(step)","items":[\#(ids)]}]}"#, slot: UInt64(step))
+                ])
+            }
+            let state = try #require(engine.collections["c"])
+            #expect(state.version == UInt64(step))
+            states.append(state.document.snapshot)
+            // The oldest version a fresh look at the limits would keep, and the kept one never moves back.
+            var oldest = step
+            var total = states[step].itemCount
+            while step - oldest + 1 < versions, oldest > 0, total + states[oldest - 1].itemCount <= items {
+                oldest -= 1
+                total += states[oldest].itemCount
+            }
+            oldestKept = max(oldestKept, oldest)
+            for since in 0..<step {
+                let outcome = engine.process([.catchUp(connection: 1, collection: "c", since: UInt64(since))]).first
+                guard case .caughtUp(_, _, _, let event, _) = outcome, let event = event?.value else {
+                    Issue.record("step \(step): no catch-up from \(since)")
+                    continue
+                }
+                switch event {
+                case .changeset(_, _, let from, let version, let changeset, _, _):
+                    #expect(since >= oldestKept, "step \(step): a changeset from \(since), which was dropped")
+                    #expect(from == UInt64(since) && version == UInt64(step))
+                    #expect(try changeset.apply(to: states[since]).outline == states[step].outline, "step \(step)")
+                    checked.changesets += 1
+                case .snapshot(_, _, let version, let snapshot, _):
+                    #expect(since < oldestKept, "step \(step): a snapshot from \(since), which is kept")
+                    #expect(version == UInt64(step) && snapshot.outline == states[step].outline)
+                    checked.snapshots += 1
+                case .dropped:
+                    Issue.record("step \(step): dropped")
+                }
+            }
+        }
+        #expect(checked.changesets > 40 && checked.snapshots > 40, "\(checked)")
     }
 
     // MARK: - Windows
