@@ -206,9 +206,8 @@ import Testing
                 let count = Int.random(in: 0...6, using: &rng)
                 let ids = (0..<count).map { #""i\#(step)-\#($0)""# }.joined(separator: ",")
                 sections.append("s\(step)")
-                _ = engine.process([
-                    try job(#"append_sections c {"sections":[{"id":"s\#(step)","items":[\#(ids)]}]}"#, slot: UInt64(step))
-                ])
+                let line = #"append_sections c {"sections":[{"id":"s\#(step)","items":[\#(ids)]}]}"#
+                _ = engine.process([try job(line, slot: UInt64(step))])
             }
             let state = try #require(engine.collections["c"])
             #expect(state.version == UInt64(step))
