@@ -41,7 +41,10 @@ parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|  
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|            for connection in slice { write(connection) }|            for connection in slice.dropLast() { write(connection) }|DaemonTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests
 socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests
-history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            retainedItems -= history[dropped].snapshot.itemCount|            _ = history[dropped]|ApplyEngineTests|DaemonTests
+history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            earlierItems -= earlier[dropped].snapshot.itemCount|            _ = earlier[dropped]|ApplyEngineTests|DaemonTests
+history-items-leave-out-current|Sources/DiffcastEngine/CollectionState.swift|earlierItems + currentItems > historyLimits.items|earlierItems > historyLimits.items|ApplyEngineTests
+history-entry-misnumbered|Sources/DiffcastEngine/CollectionState.swift|        keep(previous, as: version)\n|        keep(previous, as: newVersion)\n|ApplyEngineTests
+empty-start-outlives-its-drop|Sources/DiffcastEngine/CollectionState.swift|        if version == 0, keepsEmptyStart { return Snapshot() }|        if version == 0 { return Snapshot() }|ApplyEngineTests
 catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }|        guard Bool(true) else { return }|FanOutTests
 skip-log-fsync|Sources/DiffcastStorage/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
 corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
