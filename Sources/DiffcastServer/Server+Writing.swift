@@ -53,10 +53,13 @@ extension Server {
 
     /// Loop iterations over which the subscribers waiting are written: between two, the loop
     /// reads and applies what arrived meanwhile, and the subscribers still waiting get it in the
-    /// same write. More iterations coalesce more versions per write, and each subscriber waits
-    /// longer; at 1,000 subscribers one write at a time, 3 gave the most deliveries/s without
-    /// a worse p99 (2 and 4 measured; README, "Benchmarks").
-    static let iterationsPerPass = 3
+    /// same write. More iterations coalesce more versions per write (fewer writes for the daemon
+    /// and fewer reads for the subscribers, per delivery), and each subscriber waits a little
+    /// longer. At 1,000 subscribers one write at a time, alternated against Redis: 3 gave
+    /// 1.37–1.46× its deliveries/s with a p99 of 3.6–4.3 ms, 5 gave 1.55–1.60× with 4.2–8.5 ms
+    /// (Redis 3.3–8.5), 6 and 12 more deliveries with a p50 a millisecond or two later
+    /// (README, "Benchmarks").
+    static let iterationsPerPass = 5
 
     /// The fewest connections written per loop iteration while turns wait: a few dozen
     /// subscribers are written in one iteration.
