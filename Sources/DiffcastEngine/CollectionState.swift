@@ -50,14 +50,16 @@ final class CollectionState {
         forgetOldest(within: historyLimits)
     }
 
-    /// Keeps `snapshot` as the earlier version `version` (a restored one, oldest first), and
-    /// sets the version published last to `current`.
+    /// Keeps the earlier versions of a restored collection (`past`, oldest first; any not
+    /// before `current` is left out) as far as the limits allow, and sets the version published
+    /// last to `current`.
     func restore(earlier past: VersionHistory, current: UInt64, within historyLimits: HistoryLimits) {
         for entry in past where entry.version < current { keep(entry.snapshot, as: entry.version) }
         version = current
         forgetOldest(within: historyLimits)
     }
 
+    /// Adds `snapshot`, at `version`, as the newest earlier version.
     private func keep(_ snapshot: Snapshot, as version: UInt64) {
         if version == 0, earlier.isEmpty, !keepsEmptyStart, snapshot.sections.isEmpty {
             keepsEmptyStart = true
