@@ -44,7 +44,8 @@ public struct Document: Sendable {
     public func containsItem(_ id: Identifier) -> Bool { location(of: id) != nil }
 
     /// The position of an item in the current snapshot, or nil when there is no such item: a
-    /// scan of its section's chunk table and of one chunk, never of the whole section.
+    /// scan of its section's chunk table and of one chunk, never of the whole section (in a
+    /// small document, without a directory, a scan of its few items).
     public func location(of id: Identifier) -> (section: Int, item: Int)? {
         guard let directory else { return scanForLocation(of: id) }
         guard let chunk = directory.candidateChunk(of: id), let sectionIndex = section(holding: chunk),

@@ -57,8 +57,8 @@ extension Server {
     /// and fewer reads for the subscribers, per delivery), and each subscriber waits a little
     /// longer. At 1,000 subscribers one write at a time, alternated against Redis: 3 gave
     /// 1.37–1.46× its deliveries/s with a p99 of 3.6–4.3 ms, 5 gave 1.55–1.60× with 4.2–8.5 ms
-    /// (Redis 3.3–8.5), 6 and 12 more deliveries with a p50 a millisecond or two later
-    /// (README, "Benchmarks").
+    /// (Redis 3.8–5.2 in the same runs), 6 and 12 more deliveries with a p50 a millisecond or
+    /// two later (README, "Performance").
     static let iterationsPerPass = 5
 
     /// The fewest connections written per loop iteration while turns wait: a few dozen
