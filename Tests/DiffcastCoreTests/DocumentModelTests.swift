@@ -53,10 +53,8 @@ import Testing
 
 /// The state of a collection as plain arrays, and what each write does to it: the reference the
 /// document is checked against.
-private struct PlainDocument: Equatable {
+private struct PlainDocument {
     var sections: [SectionOutline] = []
-
-    private var itemIDs: [Identifier] { sections.flatMap { $0.items.map(\.id) } }
 
     func location(of id: Identifier) -> (section: Int, item: Int)? {
         for (section, outline) in sections.enumerated() {
