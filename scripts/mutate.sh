@@ -26,6 +26,11 @@ unsorted-lists|Sources/DiffcastCore/Changeset.swift|    public mutating func sor
 unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)|        lhs.text == rhs.text|DiffcastCoreTests|DiffcastWireTests
 accept-unknown-keys|Sources/DiffcastWire/RequestDecoder.swift|        for member in object.members where !allowed|        for member in object.members where Bool(false) && !allowed|DiffcastWireTests
 escaped-slash-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|                decoded.append(byte)\n                return false|                decoded.append(byte)\n                return true|DiffcastWireTests
+compact-append-takes-any-name|Sources/DiffcastWire/CompactAppendReader.swift|lengths: 1...128), CollectionName.isValid(name),|lengths: 1...128),|DiffcastWireTests
+compact-append-takes-spaced-data|Sources/DiffcastWire/CompactAppendReader.swift|            guard token.isCanonical else { return nil }|            _ = token.isCanonical|DiffcastWireTests
+compact-append-data-one-level-up|Sources/DiffcastWire/CompactAppendReader.swift|                try cursor.parseValue(depth: 3)|                try cursor.parseValue(depth: 2)|DiffcastWireTests
+compact-append-ignores-trailing-bytes|Sources/DiffcastWire/CompactAppendReader.swift|reader.skip("}"), reader.isAtEnd|reader.skip("}")|DiffcastWireTests
+compact-append-null-kept-as-data|Sources/DiffcastWire/CompactAppendReader.swift|            if token.kind == .null { return .some(nil) }|            _ = token.kind|DiffcastWireTests
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests

@@ -18,6 +18,12 @@ public struct RequestParser: Sendable {
     }
 
     private func decode(_ line: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+        if let request = CompactAppendReader.request(from: line, limits: limits) { return request }
+        return try decodeInGeneral(line)
+    }
+
+    /// Any request line, read through the token list (`JSONParser`) or the inline form.
+    func decodeInGeneral(_ line: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
         let start = line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? line.count
         if start < line.count, line[start] == UInt8(ascii: "{") || line[start] == UInt8(ascii: "[") {
             return try decode(json: UnsafeBufferPointer(rebasing: line[start...]))
