@@ -32,6 +32,8 @@ compact-append-data-one-level-up|Sources/DiffcastWire/CompactAppendReader.swift|
 compact-append-ignores-trailing-bytes|Sources/DiffcastWire/CompactAppendReader.swift|reader.skip("}"), reader.isAtEnd|reader.skip("}")|DiffcastWireTests
 compact-append-null-kept-as-data|Sources/DiffcastWire/CompactAppendReader.swift|            if token.kind == .null { return .some(nil) }|            _ = token.kind|DiffcastWireTests
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
+answer-run-spans-gaps|Sources/DiffcastEngine/ApplyEngine+Writes.swift|                write.address.slot == current.first.slot &+ UInt64(current.writes)|                Bool(true)|ApplyEngineTests|FanOutTests
+answer-run-counted-as-one|Sources/DiffcastServer/Connection.swift|            nextSlotToSend += UInt64(requests)|            nextSlotToSend += 1|FanOutTests|DaemonTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests

@@ -9,7 +9,7 @@ public struct Document: Sendable {
     /// `scannedSections`. A small document finds an item by a scan of its snapshot, a few steps
     /// (as `Snapshot` finds one of a few sections), so a small collection holds no table: an
     /// idle one-item collection was 80 bytes larger with one, and one of eight items 450.
-    private var directory: ItemDirectory?
+    @usableFromInline var directory: ItemDirectory?
     private static let scannedItems = 8
     private static let scannedSections = 8
 
@@ -39,7 +39,9 @@ public struct Document: Sendable {
         _ = takeMarks()
     }
 
-    public var itemCount: Int { directory?.count ?? snapshot.itemCount }
+    /// Inlinable, so that a caller holding the document in a class reads two fields instead of
+    /// copying the whole value (it is checked before every write).
+    @inlinable public var itemCount: Int { directory?.count ?? snapshot.itemCount }
 
     public func containsItem(_ id: Identifier) -> Bool { location(of: id) != nil }
 

@@ -8,7 +8,7 @@
 /// matched by hash, and whoever reads it confirms the item in the chunk. Two
 /// identifiers of one document with the same 64-bit hash (seeded per process, so nobody can
 /// aim for it) do not share a slot: the later one is kept in `overflow`, by identifier.
-struct ItemDirectory: Sendable {
+@usableFromInline struct ItemDirectory: Sendable {
     private struct Slot: Sendable {
         /// 0: the slot is free (a hash of 0 is taken as 1).
         var hash: UInt64
@@ -18,7 +18,7 @@ struct ItemDirectory: Sendable {
     private var slots: [Slot] = []
     private var overflow: [Identifier: ItemList.ChunkID] = [:]
     /// Identifiers with an entry (in a slot or in `overflow`).
-    private(set) var count = 0
+    @usableFromInline private(set) var count = 0
 
     init(capacity: Int = 0) {
         if capacity > 0 { resize(to: Self.slotCount(for: capacity)) }

@@ -76,18 +76,33 @@ extension ApplyEngine {
                     collection: name, from: from, to: state.version, event: Encoded(event),
                     windows: advanceWindows(of: state, from: batch.base, changeset: changeset)))
         }
-        let mark = VersionMark(collection: name, version: state.version)
-        // The writes of a batch share their version, so writes without an `id` and with the same
-        // op (a feed's) get the same bytes: encoded once and shared.
+        acknowledge(batch.acknowledgements, at: VersionMark(collection: name, version: state.version))
+    }
+
+    /// Answers the writes of a batch. They share their version, so writes without an `id` and
+    /// with the same op (a feed's) get the same bytes, encoded once; and such writes that a
+    /// connection sent one after the other are answered as one run, one outcome for all.
+    private func acknowledge(_ writes: [OpenBatch.Acknowledgement], at mark: VersionMark) {
         var lastShared: (op: String, response: Encoded<Response>)?
-        for write in batch.acknowledgements {
-            if write.id == nil, let shared = lastShared, shared.op == write.op {
-                outcomes.append(.acknowledged(write.address, shared.response, mark))
+        var run: (first: ResponseAddress, writes: Int, response: Encoded<Response>, extends: Bool)?
+        for write in writes {
+            if write.id == nil, let current = run, current.extends, current.response.value.op == write.op,
+                write.address.connection == current.first.connection,
+                write.address.slot == current.first.slot &+ UInt64(current.writes)
+            {
+                run?.writes += 1
                 continue
             }
-            let response = Encoded(Response.success(id: write.id, op: write.op, .version(mark.version)))
-            if write.id == nil { lastShared = (write.op, response) }
-            outcomes.append(.acknowledged(write.address, response, mark))
+            if let run { outcomes.append(.acknowledged(run.first, run.response, mark, writes: run.writes)) }
+            let response: Encoded<Response>
+            if write.id == nil, let shared = lastShared, shared.op == write.op {
+                response = shared.response
+            } else {
+                response = Encoded(Response.success(id: write.id, op: write.op, .version(mark.version)))
+                if write.id == nil { lastShared = (write.op, response) }
+            }
+            run = (write.address, 1, response, write.id == nil)
         }
+        if let run { outcomes.append(.acknowledged(run.first, run.response, mark, writes: run.writes)) }
     }
 }

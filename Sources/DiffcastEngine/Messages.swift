@@ -49,8 +49,10 @@ public enum Outcome: Sendable {
     /// An answer another daemon wrote (a collection's owner, to a read forwarded with writes),
     /// passed on as it came.
     case relayed(ResponseAddress, SharedBytes)
-    /// The response to a write that is visible from `mark.version` on.
-    case acknowledged(ResponseAddress, Encoded<Response>, VersionMark)
+    /// The responses to `writes` writes in consecutive slots from `address.slot`, each
+    /// answered with `response` (a pipelining writer's id-less writes of one version are one
+    /// run), visible from `mark.version` on.
+    case acknowledged(ResponseAddress, Encoded<Response>, VersionMark, writes: Int)
     /// A new version: `event` goes to every whole subscriber that holds `from`, and each of
     /// `windows` to the subscribers of a window whose view it changed.
     case published(

@@ -14,6 +14,15 @@ public final class SharedBytes: @unchecked Sendable {
         }
     }
 
+    /// `bytes` written `times` times over, one after the other.
+    public init(_ bytes: SharedBytes, times: Int) {
+        count = bytes.count * times
+        pointer = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 1)
+        for time in 0..<times {
+            (pointer + time * bytes.count).copyMemory(from: bytes.pointer, byteCount: bytes.count)
+        }
+    }
+
     /// A copy of the bytes.
     public var bytes: [UInt8] { [UInt8](UnsafeRawBufferPointer(start: pointer, count: count)) }
 

@@ -57,7 +57,7 @@ extension SharedLogApplier {
                     // what the log holds would hold this connection's answers back for good).
                     let held = engine.position(of: name)?.version ?? 0
                     let mark = VersionMark(collection: name, version: logHoldsTheAnswer ? min(version, held) : version)
-                    outcomes.append(.acknowledged(address, relayed, mark))
+                    outcomes.append(.acknowledged(address, relayed, mark, writes: 1))
                 } else {
                     outcomes.append(.response(address, relayed))
                 }

@@ -27,10 +27,13 @@ extension SharedLogApplier {
             for outcome in produced {
                 switch outcome {
                 case .response(let address, let response) where address.connection == Self.forwardedConnection,
-                    .acknowledged(let address, let response, _) where address.connection == Self.forwardedConnection,
                     .subscribed(let address, _, _, _, let response, _)
                 where address.connection == Self.forwardedConnection:
                     responses[Int(address.slot)] = response.bytes.bytes
+                case .acknowledged(let address, let response, _, let writes)
+                where address.connection == Self.forwardedConnection:
+                    let first = Int(address.slot)
+                    for slot in first..<(first + writes) { responses[slot] = response.bytes.bytes }
                 default:
                     outcomes.append(outcome)
                 }

@@ -108,14 +108,17 @@ final class Connection {
     /// Places a response; it is sent once every earlier request has been answered and, for a
     /// write, once this connection has been sent the event of the version it names (read your
     /// writes, also while the connection is behind and waits for a catch-up).
-    func answer(slot: UInt64, _ response: SharedBytes, after event: VersionMark? = nil) {
+    ///
+    /// With `requests` above 1 it answers the requests in that many slots from `slot`, each with
+    /// `response` (a run of a pipelining writer's acknowledgements).
+    func answer(slot: UInt64, _ response: SharedBytes, requests: Int = 1, after event: VersionMark? = nil) {
         guard slot >= nextSlotToSend else { return }
         // The usual case, an answer in turn, goes out without a detour through the dictionary.
         if slot == nextSlotToSend, hasBeenSent(event) {
-            enqueue(answer: response)
-            nextSlotToSend += 1
+            enqueue(answer: response, requests: requests)
+            nextSlotToSend += UInt64(requests)
         } else {
-            answeredOutOfTurn[slot] = PendingAnswer(bytes: response, after: event)
+            answeredOutOfTurn[slot] = PendingAnswer(bytes: response, requests: requests, after: event)
         }
         releaseAnswers()
     }
@@ -125,8 +128,8 @@ final class Connection {
     func releaseAnswers() {
         while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
             answeredOutOfTurn[nextSlotToSend] = nil
-            enqueue(answer: ready.bytes)
-            nextSlotToSend += 1
+            enqueue(answer: ready.bytes, requests: ready.requests)
+            nextSlotToSend += UInt64(ready.requests)
         }
     }
 
@@ -158,6 +161,13 @@ final class Connection {
         case .eventStream: enqueue(event.asServerSentEvent)
         case .webSocket(let codec): if codec.maySend { enqueue(event.asWebSocketFrame) }
         }
+    }
+
+    /// Queues the same answer to `requests` requests in turn: on a socket as one buffer of
+    /// lines, on HTTP and WebSocket framed one by one.
+    private func enqueue(answer: SharedBytes, requests: Int) {
+        if requests > 1, case .lines = transport { return enqueue(answer: SharedBytes(answer, times: requests)) }
+        for _ in 0..<requests { enqueue(answer: answer) }
     }
 
     /// Queues the answer next in turn, framed for the transport.
@@ -309,6 +319,8 @@ struct HTTPExchange {
 /// An answer that waits for its turn (and perhaps for an event).
 private struct PendingAnswer {
     let bytes: SharedBytes
+    /// The requests it answers, in consecutive slots from its own.
+    let requests: Int
     let after: VersionMark?
 }
 

@@ -66,8 +66,8 @@ final class FanOut {
             respond(address, response.bytes)
         case .relayed(let address, let bytes):
             respond(address, bytes)
-        case .acknowledged(let address, let response, let mark):
-            respond(address, response.bytes, after: mark)
+        case .acknowledged(let address, let response, let mark, let writes):
+            respond(address, response.bytes, writes: writes, after: mark)
         case .published(let name, let from, let to, let event, let windows):
             publish(collection: name, from: from, to: to, event: event.bytes)
             for delivery in windows { publish(collection: name, to: to, delivery) }
@@ -88,11 +88,12 @@ final class FanOut {
 
     // MARK: - Answers
 
-    /// Places an answer; it leaves in request order, and a write's only once the connection
-    /// has been sent the event of `mark`'s version (if it follows that collection).
-    func respond(_ address: ResponseAddress, _ bytes: SharedBytes, after mark: VersionMark? = nil) {
+    /// Places an answer (the same one to `writes` requests in consecutive slots); it leaves in
+    /// request order, and a write's only once the connection has been sent the event of
+    /// `mark`'s version (if it follows that collection).
+    func respond(_ address: ResponseAddress, _ bytes: SharedBytes, writes: Int = 1, after mark: VersionMark? = nil) {
         guard let connection = host.connection(address.connection) else { return }
-        connection.answer(slot: address.slot, bytes, after: mark)
+        connection.answer(slot: address.slot, bytes, requests: writes, after: mark)
         host.needsWrite(connection)
     }
 

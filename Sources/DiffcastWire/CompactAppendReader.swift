@@ -1,5 +1,9 @@
 import DiffcastCore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Reads, in one pass and without the token list, the request a feed sends over and over:
 /// `{"op":"append_items","collection":NAME,"items":[…]}` written compactly in that order, each
 /// item a plain string identifier or `{"id":…}` / `{"id":…,"data":…}` with canonical data.
@@ -29,7 +33,8 @@ enum CompactAppendReader {
             let name = reader.plainString(lengths: 1...128), CollectionName.isValid(name),
             reader.skip(#","items":["#), let items = reader.items(), reader.skip("}"), reader.isAtEnd
         else { return nil }
-        return Request(id: nil, op: "append_items", command: .write(collection: name, .appendItems(items, section: nil)))
+        return Request(
+            id: nil, op: "append_items", command: .write(collection: name, .appendItems(items, section: nil)))
     }
 
     private struct Reader {
@@ -43,6 +48,9 @@ enum CompactAppendReader {
             self.line = line
             self.limits = limits
             cursor = JSONParser.Cursor(bytes: line, maximumDepth: limits.maximumDepth)
+            // As the general tokenizer reserves: grown one token at a time, the list would be
+            // reallocated for every value.
+            cursor.tokens.reserveCapacity(line.count / 8 + 4)
         }
 
         var isAtEnd: Bool { position == line.count }
@@ -50,8 +58,9 @@ enum CompactAppendReader {
         /// Moves past `text` when the line goes on with it.
         mutating func skip(_ text: StaticString) -> Bool {
             let count = text.utf8CodeUnitCount
-            guard position + count <= line.count, let base = line.baseAddress else { return false }
-            for offset in 0..<count where base[position + offset] != text.utf8Start[offset] { return false }
+            guard position + count <= line.count, let base = line.baseAddress,
+                memcmp(base + position, text.utf8Start, count) == 0
+            else { return false }
             position += count
             return true
         }

@@ -73,7 +73,7 @@ public enum WireEncoder {
             output.appendRaw("]}")
         }
         output.appendRaw("],\"digest\":\"")
-        output.appendRaw(Digest(of: snapshot).description)
+        output.appendRaw(text: Digest(of: snapshot).description)
         output.appendByte(UInt8(ascii: "\""))
     }
 
@@ -169,7 +169,7 @@ public enum WireEncoder {
         }
         if let window { appendWindow(window, into: &output) }
         output.appendRaw(",\"digest\":\"")
-        output.appendRaw(digest.description)
+        output.appendRaw(text: digest.description)
         output.appendRaw("\"}\n")
     }
 

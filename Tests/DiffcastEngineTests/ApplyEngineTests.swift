@@ -32,7 +32,9 @@ import Testing
         for outcome in outcomes {
             switch outcome {
             case .published(_, let from, let to, _, _): published.append((from, to))
-            case .response(_, let response), .acknowledged(_, let response, _): responses.append(response.value)
+            case .response(_, let response): responses.append(response.value)
+            case .acknowledged(_, let response, _, let writes):
+                responses += repeatElement(response.value, count: writes)
             default: Issue.record("unexpected outcome \(outcome)")
             }
         }
@@ -59,9 +61,9 @@ import Testing
             try job(#"append_items c {"items":["d"]}"#, slot: 4),
             try job(#"update_items c {"items":[{"id":"d","data":1}]}"#, slot: 5),
         ])
-        let encoded = outcomes.compactMap { outcome -> Encoded<Response>? in
-            guard case .acknowledged(_, let response, _) = outcome else { return nil }
-            return response
+        let encoded = outcomes.flatMap { outcome -> [Encoded<Response>] in
+            guard case .acknowledged(_, let response, _, let writes) = outcome else { return [] }
+            return Array(repeating: response, count: writes)
         }
         let answers = encoded.map(\.value)
         #expect(answers.map { $0.id?.text } == [nil, nil, "\"x\"", "7", nil, nil])
@@ -76,6 +78,35 @@ import Testing
         #expect(lines.map { $0["op"] } == answers.map { $0.op.map(JSONValue.string) })
     }
 
+    /// Id-less writes of one op that a connection sent one after the other are answered as one
+    /// run; another connection, an `id`, a gap in the slots or another op starts a new one.
+    @Test func pipelinedWritesOfOneVersionAreAnsweredInRuns() throws {
+        let engine = ApplyEngine()
+        let outcomes = engine.process([
+            try job(#"append_sections c {"sections":[{"id":"s"}]}"#, slot: 0),
+            try job(#"append_items c {"items":["a"]}"#, slot: 1),
+            try job(#"append_items c {"items":["b"]}"#, slot: 2),
+            try job(#"append_items c {"items":["c"]}"#, connection: 2, slot: 0),
+            try job(#"append_items c {"items":["d"]}"#, slot: 3),
+            try job(#"{"op":"append_items","collection":"c","id":"x","items":["e"]}"#, slot: 4),
+            try job(#"append_items c {"items":["f"]}"#, slot: 5),
+            try job(#"append_items c {"items":["g"]}"#, slot: 6),
+            try job(#"append_items c {"items":["h"]}"#, slot: 8),
+            try job(#"update_items c {"items":[{"id":"h","data":1}]}"#, slot: 9),
+        ])
+        let runs = outcomes.compactMap { outcome -> [String]? in
+            guard case .acknowledged(let address, let response, let mark, let writes) = outcome else { return nil }
+            #expect(mark.version == 1 && response.value.version == 1)
+            return ["\(address.connection)", "\(address.slot)", "\(writes)", response.value.op ?? ""]
+        }
+        #expect(
+            runs == [
+                ["1", "0", "1", "append_sections"], ["1", "1", "2", "append_items"], ["2", "0", "1", "append_items"],
+                ["1", "3", "1", "append_items"], ["1", "4", "1", "append_items"], ["1", "5", "2", "append_items"],
+                ["1", "8", "1", "append_items"], ["1", "9", "1", "update_items"],
+            ])
+    }
+
     @Test func aReadAfterAWriteSeesItsVersion() throws {
         let engine = ApplyEngine()
         let outcomes = engine.process([
@@ -83,10 +114,12 @@ import Testing
             try job("get c", slot: 1),
             try job(#"append_sections c {"sections":[{"id":"t"}]}"#, slot: 2),
         ])
-        let answers = outcomes.compactMap { outcome -> Answer? in
+        let answers = outcomes.flatMap { outcome -> [Answer] in
             switch outcome {
-            case .response(_, let response), .acknowledged(_, let response, _): try? response.value.result.get()
-            default: nil
+            case .response(_, let response): [try? response.value.result.get()].compactMap { $0 }
+            case .acknowledged(_, let response, _, let writes):
+                Array(repeating: try? response.value.result.get(), count: writes).compactMap { $0 }
+            default: []
             }
         }
         guard answers.count == 3, case .state(_, _, let version, let snapshot, nil) = answers[1] else {

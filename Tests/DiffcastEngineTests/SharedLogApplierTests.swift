@@ -148,7 +148,7 @@ import Testing
         }
         let write = #"{"op":"append_items","collection":"c","items":["x"]}"#
         let marks = try b.applier.run([job(write, slot: 1)]).compactMap { outcome in
-            if case .acknowledged(_, _, let mark) = outcome { mark } else { nil }
+            if case .acknowledged(_, _, let mark, _) = outcome { mark } else { nil }
         }
         #expect(marks == [VersionMark(collection: "c", version: 2)])
         cluster.forgeAnswers = { _ in .answered(sequence: 1 << 40, responses: [Array(#"{"ok":true,"version":3}"#.utf8)])
@@ -250,8 +250,10 @@ private func job(_ line: String, slot: UInt64) throws -> Job {
 private func answerIn(_ outcomes: [Outcome], slot: UInt64) throws -> String {
     for outcome in outcomes {
         switch outcome {
-        case .response(let address, let response) where address.slot == slot,
-            .acknowledged(let address, let response, _) where address.slot == slot:
+        case .response(let address, let response) where address.slot == slot:
+            return String(decoding: response.bytes.bytes, as: UTF8.self)
+        case .acknowledged(let address, let response, _, let writes)
+        where (address.slot..<address.slot + UInt64(writes)).contains(slot):
             return String(decoding: response.bytes.bytes, as: UTF8.self)
         case .relayed(let address, let bytes) where address.slot == slot:
             return String(decoding: bytes.bytes, as: UTF8.self)

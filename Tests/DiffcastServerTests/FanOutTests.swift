@@ -146,6 +146,32 @@ import Testing
         #expect(lines.count == 2 && Self.isEvent(lines[0]) && lines[1].contains(#""version":2"#))
     }
 
+    /// A pipelining writer's answers come one line per request, in request order, whether they
+    /// were answered in runs or one by one, in turn or not; and after the event of their version.
+    @Test func pipelinedWritesAreAnsweredLineByLineInOrder() throws {
+        let loop = FakeLoop()
+        let connection = loop.open(1)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: connection)
+        _ = loop.written(connection)
+        try loop.send(
+            [
+                #"append_items c {"items":["a"]}"#, #"append_items c {"items":["b"]}"#, "ping",
+                #"append_items c {"items":["c"]}"#, #"append_items c {"items":["d"]}"#,
+                #"append_items c {"items":["e"]}"#, #"{"op":"append_items","collection":"c","id":1,"items":["f"]}"#,
+            ], on: connection)
+        let lines = loop.written(connection)
+        #expect(lines.count == 8 && Self.isEvent(lines[0]), "\(lines)")
+        let answers = lines.dropFirst().map { try? JSONParser.parse(Array($0.utf8)) }
+        #expect(
+            answers.map { $0?["op"] } == ["append_items", "append_items", "ping"].map(JSONValue.string)
+                + Array(repeating: .string("append_items"), count: 4))
+        #expect(
+            answers.map { $0?["version"] } == [
+                .number("2"), .number("2"), nil, .number("2"), .number("2"), .number("2"), .number("2"),
+            ])
+        #expect(answers.last??["id"] == .number("1"))
+    }
+
     /// A subscriber over its limit skips versions while the others go on; once it drains it is
     /// caught up with one changeset to the version now held.
     @Test func aSlowSubscriberIsCaughtUpWithoutHoldingUpTheOthers() throws {

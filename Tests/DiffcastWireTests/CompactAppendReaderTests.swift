@@ -11,7 +11,9 @@ import Testing
     let limits = RequestLimits()
 
     private func compact(_ line: String, limits: RequestLimits? = nil) -> Request? {
-        Array(line.utf8).withUnsafeBufferPointer { CompactAppendReader.request(from: $0, limits: limits ?? self.limits) }
+        Array(line.utf8).withUnsafeBufferPointer {
+            CompactAppendReader.request(from: $0, limits: limits ?? self.limits)
+        }
     }
 
     private func general(_ line: String, limits: RequestLimits? = nil) -> Result<Request, RequestError> {
