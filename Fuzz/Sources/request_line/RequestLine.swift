@@ -22,6 +22,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
                 return
             }
+            checkCompactAppendReader(line, parser)
             do throws(RequestError) {
                 let request = try parser.parse(line: line)
                 var expected = line
@@ -34,6 +35,20 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
     }
     return 0
+}
+
+/// The law of the shortcut for compact `append_items` lines: whatever it reads, the general
+/// path reads the same way (and it never takes a line the general path refuses).
+private func checkCompactAppendReader(_ line: [UInt8], _ parser: RequestParser) {
+    var bytes = line
+    if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+    bytes.withUnsafeBufferPointer { buffer in
+        guard let read = CompactAppendReader.request(from: buffer, limits: parser.limits) else { return }
+        let general = Result { () throws(RequestError) in try parser.decodeInGeneral(buffer) }
+        guard case .success(let request) = general, request == read else {
+            Fuzz.failure("the compact append reader made \(read), the general path \(general)")
+        }
+    }
 }
 
 /// A response is one line of JSON (an id or message echoed from the request must be escaped);
