@@ -74,7 +74,7 @@ extension Server {
         if result != 0 { writeAllTurns() }
     }
 
-    /// Writes the next slice of the connections in line (a third of them, at least 64), with
+    /// Writes the next slice of the connections in line (a fifth of them, at least 64), with
     /// the writer threads' help when there are any; called once per loop iteration while any
     /// wait.
     func writeTurns() {

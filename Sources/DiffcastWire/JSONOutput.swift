@@ -53,6 +53,7 @@ public struct JSONOutput: Sendable {
     /// The decimal digits of `value`, written without making a `String` (versions and indexes
     /// are written several times per event; the generic conversion was a tenth of publishing).
     private mutating func append(decimal value: UInt64) {
+        if value < 10 { return bytes.append(UInt8(ascii: "0") + UInt8(value)) }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
         var count = 0
         var rest = value
@@ -62,7 +63,10 @@ public struct JSONOutput: Sendable {
                 buffer[buffer.count - count] = UInt8(ascii: "0") + UInt8(rest % 10)
                 rest /= 10
             } while rest > 0
-            bytes.append(contentsOf: buffer[(buffer.count - count)...])
+            // Appended as typed bytes: a slice of raw bytes went through the generic,
+            // byte-by-byte path.
+            let written = UnsafeRawBufferPointer(rebasing: buffer[(buffer.count - count)...])
+            bytes.append(contentsOf: written.assumingMemoryBound(to: UInt8.self))
         }
     }
 

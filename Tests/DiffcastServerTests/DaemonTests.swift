@@ -275,7 +275,7 @@ import Testing
         #expect(items.filter { $0.text.hasPrefix("p") } == (0..<pipelined).map { Identifier("p\($0)") })
     }
 
-    /// More subscribers than one loop iteration writes (`Server.writeTurns`: a third of those
+    /// More subscribers than one loop iteration writes (`Server.writeTurns`: a fifth of those
     /// waiting, at least 64), while writes arrive one at a time and in a burst: each subscriber
     /// gets every version in order (the mirror checks each `from` and digest) and ends holding
     /// what `get` reports. With two I/O threads the slices are written by the loop and a helper
