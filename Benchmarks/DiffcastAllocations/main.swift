@@ -30,6 +30,11 @@ let writes: [(name: String, line: (Int, Int) -> String)] = [
         }
     ),
     ("append_items", { step, _ in #"{"op":"append_items","collection":"c","section":"s99","items":["n\#(step)"]}"# }),
+    // The feed's shape, read by `CompactAppendReader` (no section named: the last one).
+    (
+        "append_items (compact)",
+        { step, _ in #"{"op":"append_items","collection":"c","items":[{"id":"f\#(step)","data":{"text":"hello"}}]}"# }
+    ),
     (
         "insert_items",
         { step, size in #"{"op":"insert_items","collection":"c","items":["m\#(step)"],"before":"i\#(size / 2 + step)"}"#

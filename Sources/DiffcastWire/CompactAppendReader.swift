@@ -48,9 +48,6 @@ enum CompactAppendReader {
             self.line = line
             self.limits = limits
             cursor = JSONParser.Cursor(bytes: line, maximumDepth: limits.maximumDepth)
-            // As the general tokenizer reserves: grown one token at a time, the list would be
-            // reallocated for every value.
-            cursor.tokens.reserveCapacity(line.count / 8 + 4)
         }
 
         var isAtEnd: Bool { position == line.count }
@@ -104,6 +101,10 @@ enum CompactAppendReader {
         /// A data value read by the general tokenizer at an item's depth: nil when it is not
         /// JSON or not canonical; `.some(nil)` for `null`, which is no data.
         private mutating func value() -> JSONText?? {
+            // Reserved with the first value, as the general tokenizer reserves (grown one token
+            // at a time, the list was reallocated for every value); a line that is not of this
+            // shape costs no allocation here.
+            if cursor.tokens.capacity == 0 { cursor.tokens.reserveCapacity(line.count / 8 + 4) }
             let first = cursor.tokens.count
             cursor.position = position
             do {
