@@ -14,7 +14,7 @@ SYSUSERSDIR ?= /etc/sysusers.d
 APT_PACKAGES := libuv1-dev libnats-dev libhttp-parser-dev libwslay-dev libssl-dev pkg-config netcat-openbsd systemd
 # The backbone's tests run a 3-node NATS JetStream cluster on loopback.
 BACKBONE_PACKAGES := nats-server curl
-BENCH_PACKAGES := redis-server
+BENCH_PACKAGES := redis-server valgrind
 DIST_PACKAGES := help2man binutils dpkg
 # What the installed binaries load at run time (ldd .build/release/diffcastd): libuv, libnats with
 # what it pulls in (libssl3, libprotobuf-c1) even when no backbone is configured, and the HTTP
@@ -132,14 +132,16 @@ conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3
 
 # Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
-# backbone, window; sse or websocket: the browser transports against nginx + Nchan, as make
-# bench-web does) for one.
+# backbone, window, allocations; instructions: the feed's instructions per append under
+# callgrind; sse or websocket: the browser transports against nginx + Nchan, as make bench-web
+# does) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	$(SWIFT) build -c release --product DiffcastAllocations
-	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window allocations); do \
+	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window allocations instructions); do \
 	  case $$b in \
 	    allocations) .build/release/DiffcastAllocations || exit 1 ;; \
+	    instructions) scripts/instructions.sh || exit 1 ;; \
 	    sse) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports sse $(WEB_BENCH)" || exit 1 ;; \
 	    websocket) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports ws $(WEB_BENCH)" || exit 1 ;; \
 	    *) .build/release/DiffcastBenchmarks $$b || exit 1 ;; \
