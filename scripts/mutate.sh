@@ -30,6 +30,7 @@ compact-append-takes-any-name|Sources/DiffcastWire/CompactAppendReader.swift|len
 compact-append-takes-spaced-data|Sources/DiffcastWire/CompactAppendReader.swift|            guard token.isCanonical else { return nil }|            _ = token.isCanonical|DiffcastWireTests
 compact-append-data-one-level-up|Sources/DiffcastWire/CompactAppendReader.swift|                try cursor.parseValue(depth: 3)|                try cursor.parseValue(depth: 2)|DiffcastWireTests
 compact-append-ignores-trailing-bytes|Sources/DiffcastWire/CompactAppendReader.swift|reader.skip("}"), reader.isAtEnd|reader.skip("}")|DiffcastWireTests
+compact-append-section-dropped|Sources/DiffcastWire/CompactAppendReader.swift|            section = Identifier(id)|            _ = Identifier(id)|DiffcastWireTests
 compact-append-null-kept-as-data|Sources/DiffcastWire/CompactAppendReader.swift|            if token.kind == .null { return .some(nil) }|            _ = token.kind|DiffcastWireTests
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
 answer-run-spans-gaps|Sources/DiffcastEngine/ApplyEngine+Writes.swift|                write.address.slot == current.first.slot &+ UInt64(current.writes)|                Bool(true)|ApplyEngineTests|FanOutTests

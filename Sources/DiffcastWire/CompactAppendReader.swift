@@ -5,8 +5,9 @@ import DiffcastCore
 #endif
 
 /// Reads, in one pass and without the token list, the request a feed sends over and over:
-/// `{"op":"append_items","collection":NAME,"items":[…]}` written compactly in that order, each
-/// item a plain string identifier or `{"id":…}` / `{"id":…,"data":…}` with canonical data.
+/// `{"op":"append_items","collection":NAME,"items":[…]}` written compactly in that order,
+/// optionally with `"section":ID` last (as the Python client writes it), each item a plain
+/// string identifier or `{"id":…}` / `{"id":…,"data":…}` with canonical data.
 ///
 /// It is a shortcut, not a second parser: anything else, and anything the general path would
 /// refuse, makes it return nil, and the general path (`RequestParser`) then reads the line and
@@ -32,10 +33,16 @@ enum CompactAppendReader {
         var reader = Reader(line: line, limits: limits)
         guard reader.skip(#"{"op":"append_items","collection":""#),
             let name = reader.plainString(lengths: 1...128), CollectionName.isValid(name),
-            reader.skip(#","items":["#), let items = reader.items(), reader.skip("}"), reader.isAtEnd
+            reader.skip(#","items":["#), let items = reader.items()
         else { return nil }
+        var section: Identifier?
+        if reader.skip(#","section":""#) {
+            guard let id = reader.plainString(lengths: 1...limits.maximumIdentifierBytes) else { return nil }
+            section = Identifier(id)
+        }
+        guard reader.skip("}"), reader.isAtEnd else { return nil }
         return Request(
-            id: nil, op: "append_items", command: .write(collection: name, .appendItems(items, section: nil)))
+            id: nil, op: "append_items", command: .write(collection: name, .appendItems(items, section: section)))
     }
 
     private struct Reader {

@@ -33,6 +33,7 @@ import Testing
         #"{"op":"append_items","collection":"c","items":[{"id":"n","data":-1.5e3},{"id":"t","data":true}]}"#,
         #"{"op":"append_items","collection":"c","items":[{"id":"s","data":"say \"hi\"\n\u0001 é"}]}"#,
         #"{"op":"append_items","collection":"c","items":[{"id":"a b/c","data":[1,{"k":[]},{}]}]}"#,
+        #"{"op":"append_items","collection":"c","items":["a",{"id":"b","data":2}],"section":"s 1"}"#,
         #"{"op":"append_items","collection":"\#(longName)","items":["\#(longID)"]}"#,
     ])
     func readsItsShapeAsTheGeneralPathDoes(line: String) throws {
@@ -58,7 +59,12 @@ import Testing
         (#"{"op":"append_items", "collection":"feed","items":["a"]}"#, true),
         (#"{"op":"append_items","collection":"feed","items":["a"]} "#, true),
         (#"{"collection":"feed","op":"append_items","items":["a"]}"#, true),
-        (#"{"op":"append_items","collection":"feed","items":["a"],"section":"s"}"#, true),
+        (#"{"op":"append_items","collection":"feed","section":"s","items":["a"]}"#, true),
+        (#"{"op":"append_items","collection":"feed","items":["a"],"section":5}"#, true),
+        (#"{"op":"append_items","collection":"feed","items":["a"],"section":"s\u0041"}"#, true),
+        (#"{"op":"append_items","collection":"feed","items":["a"],"section":""}"#, false),
+        (#"{"op":"append_items","collection":"feed","items":["a"],"section":"s","id":1}"#, true),
+        (#"{"op":"append_items","collection":"feed","items":["a"],"section":"s"]"#, false),
         (#"{"op":"append_items","collection":"feed","items":["a"],"id":7}"#, true),
         (#"{"op":"append_items","collection":"feed","items":["a\"b"]}"#, true),
         (#"{"op":"append_items","collection":"feed","items":["é"]}"#, true),
@@ -111,6 +117,7 @@ import Testing
             #"{"op":"append_items","collection":"feed","items":["a","b"]}"#,
             #"{"op":"append_items","collection":"c","items":[{"id":"x","data":{"t":"u","n":[1,2]}},{"id":"y"}]}"#,
             #"{"op":"append_items","collection":"c","items":[{"id":"x","data":"a\"b\\c"},"z"]}"#,
+            #"{"op":"append_items","collection":"c","items":["y"],"section":"s"}"#,
         ]
         var taken = 0
         for _ in 0..<3_000 {
