@@ -32,12 +32,12 @@ enum CompactAppendReader {
         guard line.count < Int(UInt32.max), limits.maximumDepth >= 3 else { return nil }
         var reader = Reader(line: line, limits: limits)
         guard reader.skip(#"{"op":"append_items","collection":""#),
-            let name = reader.plainString(lengths: 1...128), CollectionName.isValid(name),
+            let name = reader.plainString(maximumLength: 128), CollectionName.isValid(name),
             reader.skip(#","items":["#), let items = reader.items()
         else { return nil }
         var section: Identifier?
         if reader.skip(#","section":""#) {
-            guard let id = reader.plainString(lengths: 1...limits.maximumIdentifierBytes) else { return nil }
+            guard let id = reader.plainString(maximumLength: limits.maximumIdentifierBytes) else { return nil }
             section = Identifier(id)
         }
         guard reader.skip("}"), reader.isAtEnd else { return nil }
@@ -70,12 +70,14 @@ enum CompactAppendReader {
             return true
         }
 
-        /// The plain bytes up to the next quote, which it moves past: a string with no escape
-        /// and nothing outside ASCII, whose opening quote has been read.
-        mutating func plainString(lengths: ClosedRange<Int>) -> String? {
+        /// The plain bytes up to the next quote, which it moves past: a string of 1 to
+        /// `maximumLength` bytes with no escape and nothing outside ASCII, whose opening quote
+        /// has been read. (A comparison, not a range: a limit below 1 refuses, never traps.)
+        mutating func plainString(maximumLength: Int) -> String? {
             let start = position
             while position < line.count, CompactAppendReader.isPlain(line[position]) { position += 1 }
-            guard position < line.count, line[position] == UInt8(ascii: "\""), lengths.contains(position - start)
+            let length = position - start
+            guard position < line.count, line[position] == UInt8(ascii: "\""), length >= 1, length <= maximumLength
             else { return nil }
             position += 1
             return String(decoding: UnsafeBufferPointer(rebasing: line[start..<(position - 1)]), as: UTF8.self)
@@ -94,11 +96,11 @@ enum CompactAppendReader {
 
         /// `"ID"`, `{"id":"ID"}` or `{"id":"ID","data":VALUE}` with VALUE canonical.
         private mutating func item() -> Item? {
-            let identifierLengths = 1...limits.maximumIdentifierBytes
+            let maximumLength = limits.maximumIdentifierBytes
             if skip("\"") {
-                return plainString(lengths: identifierLengths).map { Item(id: Identifier($0)) }
+                return plainString(maximumLength: maximumLength).map { Item(id: Identifier($0)) }
             }
-            guard skip(#"{"id":""#), let id = plainString(lengths: identifierLengths) else { return nil }
+            guard skip(#"{"id":""#), let id = plainString(maximumLength: maximumLength) else { return nil }
             if skip("}") { return Item(id: Identifier(id)) }
             guard skip(#","data":"#), let data = value(), skip("}") else { return nil }
             return Item(id: Identifier(id), data: data)

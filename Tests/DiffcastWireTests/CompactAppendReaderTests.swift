@@ -106,6 +106,15 @@ import Testing
         #expect(compact(#"{"op":"append_items","collection":"c","items":["a"]}"#, limits: shallow) == nil)
     }
 
+    /// Identifier limits come from the caller: one below 1 makes every identifier too long,
+    /// on both paths, rather than a range that cannot be formed.
+    @Test func aZeroIdentifierLimitRefusesEveryIdentifier() {
+        let none = RequestLimits(maximumIdentifierBytes: 0)
+        let line = #"{"op":"append_items","collection":"c","items":["a"]}"#
+        #expect(compact(line, limits: none) == nil)
+        #expect((try? general(line, limits: none).get()) == nil)
+    }
+
     /// The law on lines made by mutating lines of the shape: a byte changed, dropped or added
     /// anywhere, from an alphabet of what matters to JSON. Whenever the reader takes a line,
     /// the general path takes it too and makes the same request.
