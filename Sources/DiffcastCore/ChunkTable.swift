@@ -1,4 +1,4 @@
-/// The chunk table of an item list, kept in pages of 64 chunks (every page full but the last).
+/// The chunk table of an item list: its first chunk held in place, the others in pages of 64.
 ///
 /// Each published version keeps a snapshot, so the table is shared when the next write changes
 /// a chunk. A flat array was then copied whole, a retain per chunk, and released whole when the
@@ -9,11 +9,11 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     private static let pageShift = 6
     private static let pageSize = 1 << pageShift
 
-    /// Chunks 0..<64. Most collections hold one page, which then needs no table of pages (an
-    /// idle one-item collection was 40 bytes and a malloc larger).
-    private var firstPage: [ItemList.Chunk] = []
-    /// Pages 1, 2, …: each full but the last.
-    private var laterPages: [[ItemList.Chunk]] = []
+    /// Chunk 0, held in the table itself: most collections hold one chunk, which then needs
+    /// no array (an idle one-item collection was 96 bytes of heap and a malloc larger).
+    private var first: ItemList.Chunk?
+    /// Chunks 1, 2, … in pages of 64, each full but the last.
+    private var pages: [[ItemList.Chunk]] = []
 
     init() {}
 
@@ -22,8 +22,9 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     }
 
     var count: Int {
-        guard let last = laterPages.last else { return firstPage.count }
-        return laterPages.count << Self.pageShift + last.count
+        guard first != nil else { return 0 }
+        guard let last = pages.last else { return 1 }
+        return 1 + (pages.count - 1) << Self.pageShift + last.count
     }
 
     var startIndex: Int { 0 }
@@ -31,8 +32,12 @@ struct ChunkTable: RandomAccessCollection, Sendable {
 
     subscript(position: Int) -> ItemList.Chunk {
         precondition(position >= 0 && position < count, "chunk index out of range")
-        guard position >= Self.pageSize else { return firstPage[position] }
-        return laterPages[position >> Self.pageShift - 1][position & (Self.pageSize - 1)]
+        guard position > 0 else {
+            guard let first else { preconditionFailure("chunk index out of range") }
+            return first
+        }
+        let later = position - 1
+        return pages[later >> Self.pageShift][later & (Self.pageSize - 1)]
     }
 
     /// Changes the chunk at `position` in place, so that its items stay its own when nothing
@@ -40,19 +45,25 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     /// crashed debug builds of this toolchain.)
     mutating func update<Result>(_ position: Int, _ body: (inout ItemList.Chunk) -> Result) -> Result {
         precondition(position >= 0 && position < count, "chunk index out of range")
-        guard position >= Self.pageSize else { return body(&firstPage[position]) }
-        return body(&laterPages[position >> Self.pageShift - 1][position & (Self.pageSize - 1)])
+        guard position > 0 else {
+            // Taken out and put back, not copied: the chunk's items stay uniquely referenced.
+            guard var chunk = first.take() else { preconditionFailure("chunk index out of range") }
+            defer { first = chunk }
+            return body(&chunk)
+        }
+        let later = position - 1
+        return body(&pages[later >> Self.pageShift][later & (Self.pageSize - 1)])
     }
 
     mutating func append(_ chunk: ItemList.Chunk) {
-        let count = self.count
-        if count < Self.pageSize {
-            // Not reserved: most collections hold one chunk, and a page grows as an array does.
-            firstPage.append(chunk)
-        } else if count & (Self.pageSize - 1) == 0 {
-            laterPages.append([chunk])
+        let later = count - 1
+        if later < 0 {
+            first = chunk
+        } else if later & (Self.pageSize - 1) == 0 {
+            // Not reserved: a page grows as an array does.
+            pages.append([chunk])
         } else {
-            laterPages[laterPages.count - 1].append(chunk)
+            pages[pages.count - 1].append(chunk)
         }
     }
 
@@ -76,15 +87,16 @@ struct ChunkTable: RandomAccessCollection, Sendable {
 
     /// Keeps the first `newCount` chunks.
     private mutating func truncate(to newCount: Int) {
-        guard newCount > Self.pageSize else {
-            laterPages = []
-            firstPage.removeSubrange(newCount...)
+        guard newCount > 0 else {
+            first = nil
+            pages = []
             return
         }
-        // Pages kept in all, the first included; the last of them may be cut.
-        let fullPages = newCount >> Self.pageShift
-        let rest = newCount & (Self.pageSize - 1)
-        laterPages.removeSubrange((rest > 0 ? fullPages : fullPages - 1)...)
-        if rest > 0 { laterPages[fullPages - 1].removeSubrange(rest...) }
+        // Pages of later chunks kept whole, and the chunks kept of the one after them.
+        let later = newCount - 1
+        let fullPages = later >> Self.pageShift
+        let rest = later & (Self.pageSize - 1)
+        pages.removeSubrange((rest > 0 ? fullPages + 1 : fullPages)...)
+        if rest > 0 { pages[fullPages].removeSubrange(rest...) }
     }
 }

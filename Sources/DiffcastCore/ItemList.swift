@@ -26,16 +26,19 @@ public struct ItemList: RandomAccessCollection, Sendable {
     struct Chunk: Sendable {
         let id: ChunkID
         private(set) var revision: UInt64
-        /// The digest part of the first `digestedCount` items, which no change since touched.
-        private var cachedDigest: DigestPart
-        private var digestedCount: Int
+        /// The digest of the first `digestedCount` items, which no change since touched (its
+        /// token count is `digestedCount`: one token per item).
+        private var cachedDigest: UInt64
         private(set) var items: ItemBuffer
+        /// 32-bit and after `items`, whose own count is 32-bit: the chunk takes 40 bytes, so
+        /// that a list keeps its first chunk within `ChunkTable` at no cost to a larger one.
+        private var digestedCount: Int32
 
         init(id: ChunkID = ItemList.nextStamp(), items: some Collection<Item>) {
             self.id = id
             self.items = ItemBuffer(items)
             self.revision = ItemList.nextStamp()
-            self.cachedDigest = .empty
+            self.cachedDigest = DigestPart.empty.value
             self.digestedCount = 0
             refreshDigest()
         }
@@ -50,7 +53,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
         mutating func changeItems<Result>(_ body: (inout ItemBuffer) -> Result) -> Result {
             defer {
                 revision = ItemList.nextStamp()
-                cachedDigest = .empty
+                cachedDigest = DigestPart.empty.value
                 digestedCount = 0
             }
             return body(&items)
@@ -58,17 +61,17 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
         /// The digest part of the items: the cached one, with the items after it folded on.
         var digest: DigestPart {
-            var part = cachedDigest
-            for index in digestedCount..<items.count { part.append(tokenHash: items[index].tokenHash) }
+            var part = DigestPart(value: cachedDigest, tokens: Int(digestedCount))
+            for index in Int(digestedCount)..<items.count { part.append(tokenHash: items[index].tokenHash) }
             return part
         }
 
-        var hasStaleDigest: Bool { digestedCount != items.count }
+        var hasStaleDigest: Bool { Int(digestedCount) != items.count }
 
         mutating func refreshDigest() {
             guard hasStaleDigest else { return }
-            cachedDigest = digest
-            digestedCount = items.count
+            cachedDigest = digest.value
+            digestedCount = Int32(truncatingIfNeeded: items.count)
         }
     }
 
