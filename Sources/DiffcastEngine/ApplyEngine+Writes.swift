@@ -16,21 +16,21 @@ extension ApplyEngine {
         let most = operation.mostItemsAfter(current: state.document.itemCount)
         if most > limits.itemsPerCollection {
             statistics.writesRejected += 1
-            if !state.exists && state.openBatch == nil { collections[name] = nil }
+            if !state.exists && openBatch(of: state) == nil { collections[name] = nil }
             return fail(
                 request, address,
                 .limitExceeded("max_items_per_collection (\(limits.itemsPerCollection)): this write could make \(most)")
             )
         }
-        let opensBatch = state.openBatch == nil
+        let opensBatch = state.openBatchSlot < 0
         if opensBatch { open(state) }
+        let slot = Int(state.openBatchSlot)
         do {
             try state.document.apply(operation)
         } catch {
             statistics.writesRejected += 1
             if opensBatch {
-                state.openBatch = nil
-                openBatches.removeLast()
+                closeBatch(at: slot)
                 if !state.exists { collections[name] = nil }
             }
             return fail(request, address, state.exists ? error : .inMissingCollection(name, error))
@@ -38,20 +38,35 @@ extension ApplyEngine {
         statistics.writesApplied += 1
         materialize(state)
         // Appended in place: copying the batch out and back would make a burst quadratic.
-        state.openBatch?.acknowledgements.append(
+        openBatches[slot].acknowledgements.append(
             OpenBatch.Acknowledgement(address: address, id: request.id, op: request.op, line: request.line))
+    }
+
+    /// The writes to `state` waiting to be published, if any.
+    func openBatch(of state: CollectionState) -> OpenBatch? {
+        state.openBatchSlot < 0 ? nil : openBatches[Int(state.openBatchSlot)]
     }
 
     /// Starts collecting the writes to `state` into one version.
     func open(_ state: CollectionState) {
-        state.openBatch = OpenBatch(base: state.document.snapshot)
-        openBatches.append(state)
+        state.openBatchSlot = Int32(openBatches.count)
+        openBatches.append(OpenBatch(of: state))
+    }
+
+    /// Forgets the batch at `slot` (its writes are published or refused): the last batch takes
+    /// its place.
+    private func closeBatch(at slot: Int) {
+        openBatches[slot].state.openBatchSlot = -1
+        let last = openBatches.removeLast()
+        guard slot < openBatches.count else { return }
+        openBatches[slot] = last
+        last.state.openBatchSlot = Int32(slot)
     }
 
     /// Publishes every open batch, in the order of the collections' names.
     func publishAllOpenBatches() {
         guard !openBatches.isEmpty else { return }
-        for name in openBatches.map(\.name).sorted() {
+        for name in openBatches.map(\.state.name).sorted() {
             publishOpenBatch(of: name)
         }
     }
@@ -59,9 +74,8 @@ extension ApplyEngine {
     /// Diffs the open batch of a collection once, publishes it as the next version when
     /// anything changed, then acknowledges every write in it with that version.
     func publishOpenBatch(of name: String) {
-        guard let state = collections[name], let batch = state.openBatch else { return }
-        state.openBatch = nil
-        openBatches.removeAll { $0 === state }
+        guard let state = collections[name], let batch = openBatch(of: state) else { return }
+        closeBatch(at: Int(state.openBatchSlot))
         let changeset = state.document.changeset(since: batch.base)
         if !changeset.isEmpty {
             let from = state.version

@@ -7,8 +7,10 @@ import Logging
 /// what to send as `Outcome`s. It has no threads and no sockets: `ApplyQueue` runs it.
 public final class ApplyEngine {
     var collections: [String: CollectionState] = [:]
-    /// The collections whose writes wait to be published, in the order they were opened.
-    var openBatches: [CollectionState] = []
+    /// The writes waiting to be published, one batch per collection, in no particular order
+    /// (they are published in the order of their collections' names). A collection knows its
+    /// batch's place (`CollectionState.openBatchSlot`).
+    var openBatches: [OpenBatch] = []
     var statistics = ApplyStatistics()
     let historyLimits: HistoryLimits
     var limits: CollectionLimits
@@ -111,7 +113,7 @@ public final class ApplyEngine {
         }
         undo = [:]
         droppedCollections = false
-        for state in openBatches { state.openBatch = nil }
+        for batch in openBatches { batch.state.openBatchSlot = -1 }
         openBatches = []
         logRecords = []
         statistics = statisticsBeforeBatch

@@ -11,17 +11,40 @@ struct WindowGroups {
         var members: Int
     }
 
-    private(set) var groups: [WindowGroupID: Group] = [:]
-    /// The group showing each window, by the window as a request would name it now.
-    private var byKey: [Window: WindowGroupID] = [:]
-    /// The group of each connection's windowed subscription.
-    private var memberships: [ConnectionID: WindowGroupID] = [:]
+    /// The tables, in one box copied on write (`Saved` keeps a copy), made by the first
+    /// windowed subscriber and dropped with the last: most collections have none, and hold 8
+    /// bytes for them rather than 24.
+    private final class Tables {
+        var groups: [WindowGroupID: Group] = [:]
+        /// The group showing each window, by the window as a request would name it now.
+        var byKey: [Window: WindowGroupID] = [:]
+        /// The group of each connection's windowed subscription.
+        var memberships: [ConnectionID: WindowGroupID] = [:]
 
-    var isEmpty: Bool { groups.isEmpty }
+        init() {}
 
-    func group(of connection: ConnectionID) -> WindowGroupID? { memberships[connection] }
+        init(copying other: Tables) {
+            groups = other.groups
+            byKey = other.byKey
+            memberships = other.memberships
+        }
+    }
 
-    func tracker(_ id: WindowGroupID) -> WindowTracker? { groups[id]?.tracker }
+    private var tables: Tables?
+
+    /// The tables, this value's alone.
+    private mutating func writable() -> Tables {
+        if isKnownUniquelyReferenced(&tables), let tables { return tables }
+        let own = tables.map(Tables.init(copying:)) ?? Tables()
+        tables = own
+        return own
+    }
+
+    var isEmpty: Bool { tables?.groups.isEmpty ?? true }
+
+    func group(of connection: ConnectionID) -> WindowGroupID? { tables?.memberships[connection] }
+
+    func tracker(_ id: WindowGroupID) -> WindowTracker? { tables?.groups[id]?.tracker }
 
     /// Puts `connection` in the group showing `tracker`'s window (made when there is none) and
     /// takes it out of the group it was in. Returns the group and its tracker.
@@ -29,29 +52,34 @@ struct WindowGroups {
         _ connection: ConnectionID, _ tracker: WindowTracker, nextID: () -> WindowGroupID
     ) -> (WindowGroupID, WindowTracker) {
         leave(connection)
+        let tables = writable()
         let id: WindowGroupID
-        if let existing = byKey[tracker.key], groups[existing] != nil {
+        if let existing = tables.byKey[tracker.key], tables.groups[existing] != nil {
             id = existing
         } else {
             id = nextID()
-            groups[id] = Group(tracker: tracker, members: 0)
-            byKey[tracker.key] = id
+            tables.groups[id] = Group(tracker: tracker, members: 0)
+            tables.byKey[tracker.key] = id
         }
-        groups[id]?.members += 1
-        memberships[connection] = id
-        return (id, groups[id]?.tracker ?? tracker)
+        tables.groups[id]?.members += 1
+        tables.memberships[connection] = id
+        return (id, tables.groups[id]?.tracker ?? tracker)
     }
 
-    /// Ends `connection`'s windowed subscription, if it has one; an emptied group is forgotten.
+    /// Ends `connection`'s windowed subscription, if it has one; an emptied group is forgotten,
+    /// and the tables with the last one.
     mutating func leave(_ connection: ConnectionID) {
-        guard let id = memberships.removeValue(forKey: connection), var group = groups[id] else { return }
+        guard group(of: connection) != nil else { return }
+        let tables = writable()
+        guard let id = tables.memberships.removeValue(forKey: connection), var group = tables.groups[id] else { return }
         group.members -= 1
         if group.members > 0 {
-            groups[id] = group
+            tables.groups[id] = group
             return
         }
-        groups[id] = nil
-        if byKey[group.tracker.key] == id { byKey[group.tracker.key] = nil }
+        tables.groups[id] = nil
+        if tables.byKey[group.tracker.key] == id { tables.byKey[group.tracker.key] = nil }
+        if tables.groups.isEmpty { self.tables = nil }
     }
 
     /// Moves every window on to a newly published version; returns the changesets of the
@@ -60,17 +88,19 @@ struct WindowGroups {
     mutating func advance(
         from previous: Snapshot, to document: Document, marks: WindowMarks
     ) -> [(WindowGroupID, WindowTracker, Changeset)] {
+        guard !isEmpty else { return [] }
+        let tables = writable()
         var changed: [(WindowGroupID, WindowTracker, Changeset)] = []
-        for id in Array(groups.keys) {
-            guard var group = groups[id] else { continue }
+        for id in Array(tables.groups.keys) {
+            guard var group = tables.groups[id] else { continue }
             let oldKey = group.tracker.key
             let changeset = group.tracker.advance(from: previous, to: document, marks: marks)
-            groups[id] = group
+            tables.groups[id] = group
             if let changeset { changed.append((id, group.tracker, changeset)) }
             let newKey = group.tracker.key
             if newKey != oldKey {
-                if byKey[oldKey] == id { byKey[oldKey] = nil }
-                if byKey[newKey] == nil { byKey[newKey] = id }
+                if tables.byKey[oldKey] == id { tables.byKey[oldKey] = nil }
+                if tables.byKey[newKey] == nil { tables.byKey[newKey] = id }
             }
         }
         return changed
