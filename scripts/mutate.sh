@@ -35,13 +35,18 @@ compact-append-null-kept-as-data|Sources/DiffcastWire/CompactAppendReader.swift|
 spaced-object-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|            var canonical = !skipWhitespace()\n            var seenKeys|            var canonical = true\n            skipWhitespace()\n            var seenKeys|DiffcastWireTests
 answer-run-spans-gaps|Sources/DiffcastEngine/ApplyEngine+Writes.swift|                write.address.slot == current.first.slot &+ UInt64(current.writes)|                Bool(true)|ApplyEngineTests|FanOutTests
 answer-run-counted-as-one|Sources/DiffcastServer/Connection.swift|            nextSlotToSend += UInt64(requests)|            nextSlotToSend += 1|FanOutTests|DaemonTests
+collection-table-leaves-holes|Sources/DiffcastEngine/CollectionTable.swift|            if !stays {|            if Bool(false) {|CollectionTableTests
+chunk-table-first-copied|Sources/DiffcastCore/ChunkTable.swift|            guard var chunk = first.take() else|            guard var chunk = first else|ChunkTableTests
+change-marks-shared-box|Sources/DiffcastCore/Document.swift|        if isKnownUniquelyReferenced(&marks), let marks { return marks }|        if let marks { return marks }|DiffcastCoreTests
+window-tables-shared|Sources/DiffcastEngine/WindowGroups.swift|        if isKnownUniquelyReferenced(&tables), let tables { return tables }|        if let tables { return tables }|ApplyEngineTests|DiskFullTests
+open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|        last.state.openBatchSlot = Int32(slot)|        _ = last|ApplyEngineTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests
 digest-prefix-outlives-change|Sources/DiffcastCore/ItemList.swift|        currentPrefixes = Swift.min(currentPrefixes, index)|        _ = index|DiffcastCoreTests
 shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            chunks[index].id == other.chunks[otherIndex].id\n                && chunks[index].revision == other.chunks[otherIndex].revision|            chunks[index].id == other.chunks[otherIndex].id|DiffcastCoreTests
-chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = .empty\n                digestedCount = 0\n|\n|DiffcastCoreTests
+chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = DigestPart.empty.value\n                digestedCount = 0\n|\n|DiffcastCoreTests
 response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests|FanOutTests
 subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            let fits = connection.unsentBytes <= policy.maximumUnsentBytes|            let fits = true|FanOutTests
 turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if places[id] == place {|            if places[id] != nil {|WriteTurnsTests
@@ -80,7 +85,7 @@ window-marks-ignored|Sources/DiffcastCore/Window.swift|marksMayTouch(marks, docu
 window-whole-chunk-digest-skipped|Sources/DiffcastCore/Window.swift|                    part.append(current.digest)|                    part.append(.empty)|WindowTests
 window-touched-item-ignored|Sources/DiffcastCore/Window.swift|            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }|            let inside = touched.isEmpty|WindowTests
 window-undo-forgotten|Sources/DiffcastEngine/CollectionState.swift|        windows = saved.windows\n|\n|ApplyEngineTests
-window-group-per-subscriber|Sources/DiffcastEngine/WindowGroups.swift|        if let existing = byKey[tracker.key], groups[existing] != nil {|        if Bool(false), let existing = byKey[tracker.key] {|ApplyEngineTests
+window-group-per-subscriber|Sources/DiffcastEngine/WindowGroups.swift|        if let existing = tables.byKey[tracker.key], tables.groups[existing] != nil {|        if Bool(false), let existing = tables.byKey[tracker.key] {|ApplyEngineTests
 window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine+Subscriptions.swift|        if let old = state.snapshot(at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
 poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
 skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests

@@ -61,12 +61,12 @@ extension ApplyEngine {
     public func checkpointEntries() -> [(
         name: String, epoch: String, version: UInt64, snapshot: Snapshot, history: VersionHistory
     )] {
-        collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
+        collections.filter(\.exists).sorted { $0.name < $1.name }.map { state in
             (state.name, state.epoch, state.version, state.document.snapshot, state.history)
         }
     }
 
-    public var collectionCount: Int { collections.values.count { $0.exists } }
+    public var collectionCount: Int { collections.count { $0.exists } }
 
     /// Whether a collection exists (a subscription to one that does not creates it).
     public func holds(_ name: String) -> Bool { existing(name) != nil }

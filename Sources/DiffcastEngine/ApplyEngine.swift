@@ -6,7 +6,7 @@ import Logging
 /// coalesces the writes to one collection that arrive together into one changeset, and says
 /// what to send as `Outcome`s. It has no threads and no sockets: `ApplyQueue` runs it.
 public final class ApplyEngine {
-    var collections: [String: CollectionState] = [:]
+    var collections = CollectionTable()
     /// The writes waiting to be published, one batch per collection, in no particular order
     /// (they are published in the order of their collections' names). A collection knows its
     /// batch's place (`CollectionState.openBatchSlot`).
@@ -170,7 +170,7 @@ public final class ApplyEngine {
             answer(request, address)
         case .list:
             publishAllOpenBatches()
-            let rows = collections.values.filter(\.exists).sorted { $0.name < $1.name }.map { state in
+            let rows = collections.filter(\.exists).sorted { $0.name < $1.name }.map { state in
                 CollectionRow(
                     name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
                     items: state.document.itemCount, subscribers: 0)
@@ -178,7 +178,7 @@ public final class ApplyEngine {
             outcomes.append(.listing(address, id: request.id, collections: rows))
         case .stats:
             publishAllOpenBatches()
-            statistics.collections = collections.values.count { $0.exists }
+            statistics.collections = collections.count { $0.exists }
             statistics.readOnlyReason = readOnlyReason
             outcomes.append(.statistics(address, id: request.id, statistics))
         case .ping, .auth, .unsubscribe:

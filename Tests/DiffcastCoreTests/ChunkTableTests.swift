@@ -56,4 +56,22 @@ import Testing
         }
         #expect(models.contains { $0.count > 128 })
     }
+
+    /// The first chunk is held in the table itself: changed through `update`, its items stay
+    /// in their storage when no other table shares it, and are copied when one does.
+    @Test func theFirstChunkIsChangedInPlaceUnlessShared() {
+        var table = ChunkTable([ItemList.Chunk(items: (0..<4).map { Item(id: "i\($0)") })])
+        func storage(_ table: ChunkTable) -> UnsafePointer<Item>? {
+            table[0].items.withUnsafeBufferPointer(\.baseAddress)
+        }
+        let before = storage(table)
+        table.update(0) { $0.changeItems { $0.remove(at: 0) } }
+        #expect(storage(table) == before)
+        #expect(table[0].items.map(\.id) == ["i1", "i2", "i3"])
+        let shared = table
+        table.update(0) { $0.changeItems { $0.remove(at: 0) } }
+        #expect(storage(table) != storage(shared))
+        #expect(shared[0].items.map(\.id) == ["i1", "i2", "i3"])
+        #expect(table[0].items.map(\.id) == ["i2", "i3"])
+    }
 }

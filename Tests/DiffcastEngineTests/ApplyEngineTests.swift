@@ -133,6 +133,33 @@ import Testing
             ])
     }
 
+    /// Batches open on three collections; a read publishes the first one's early, and the
+    /// writes after it still land in the batches of their own collections.
+    @Test func aBatchPublishedEarlyLeavesTheOthersOpen() throws {
+        let engine = ApplyEngine()
+        let outcomes = engine.process([
+            try job(#"append_sections a {"sections":[{"id":"s"}]}"#, slot: 0),
+            try job(#"append_sections b {"sections":[{"id":"s"}]}"#, slot: 1),
+            try job(#"append_sections c {"sections":[{"id":"s"}]}"#, slot: 2),
+            try job("get a", slot: 3),
+            try job(#"append_items c {"items":["x"]}"#, slot: 4),
+            try job(#"append_items b {"items":["y"]}"#, slot: 5),
+        ])
+        let published = outcomes.compactMap { outcome -> String? in
+            guard case .published(let name, let from, let to, _, _) = outcome else { return nil }
+            return "\(name) \(from)→\(to)"
+        }
+        #expect(published == ["a 0→1", "b 0→1", "c 0→1"])
+        let versions = outcomes.compactMap { outcome -> String? in
+            guard case .acknowledged(let address, _, let mark, let writes) = outcome else { return nil }
+            return "\(address.slot) \(mark.collection)@\(mark.version)×\(writes)"
+        }
+        #expect(versions == ["0 a@1×1", "1 b@1×1", "5 b@1×1", "2 c@1×1", "4 c@1×1"])
+        for name in ["b", "c"] {
+            #expect(engine.collections[name]?.document.itemCount == 1)
+        }
+    }
+
     @Test func aRejectedFirstWriteLeavesNoCollection() throws {
         let engine = ApplyEngine()
         _ = engine.process([try job(#"append_items ghost {"items":["a"]}"#, slot: 0)])
