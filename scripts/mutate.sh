@@ -37,7 +37,6 @@ answer-run-spans-gaps|Sources/DiffcastEngine/ApplyEngine+Writes.swift|          
 answer-run-counted-as-one|Sources/DiffcastServer/Connection.swift|            nextSlotToSend += UInt64(requests)|            nextSlotToSend += 1|FanOutTests|DaemonTests
 collection-table-leaves-holes|Sources/DiffcastEngine/CollectionTable.swift|            if !stays {|            if Bool(false) {|CollectionTableTests
 chunk-table-first-copied|Sources/DiffcastCore/ChunkTable.swift|            guard var chunk = first.take() else|            guard var chunk = first else|ChunkTableTests
-change-marks-shared-box|Sources/DiffcastCore/Document.swift|        if isKnownUniquelyReferenced(&marks), let marks { return marks }|        if let marks { return marks }|DiffcastCoreTests
 window-tables-shared|Sources/DiffcastEngine/WindowGroups.swift|        if isKnownUniquelyReferenced(&tables), let tables { return tables }|        if let tables { return tables }|ApplyEngineTests|DiskFullTests
 open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|        last.state.openBatchSlot = Int32(slot)|        _ = last|ApplyEngineTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests

@@ -21,16 +21,18 @@ struct ChunkTable: RandomAccessCollection, Sendable {
         for chunk in chunks { append(chunk) }
     }
 
-    var count: Int {
+    @inline(__always) var count: Int {
         guard first != nil else { return 0 }
-        guard let last = pages.last else { return 1 }
-        return 1 + (pages.count - 1) << Self.pageShift + last.count
+        let pageCount = pages.count
+        guard pageCount > 0 else { return 1 }
+        // Read in place: `pages.last` would copy the page, a retain and a release.
+        return 1 + (pageCount - 1) << Self.pageShift + pages[pageCount - 1].count
     }
 
     var startIndex: Int { 0 }
     var endIndex: Int { count }
 
-    subscript(position: Int) -> ItemList.Chunk {
+    @inline(__always) subscript(position: Int) -> ItemList.Chunk {
         precondition(position >= 0 && position < count, "chunk index out of range")
         guard position > 0 else {
             guard let first else { preconditionFailure("chunk index out of range") }

@@ -282,6 +282,15 @@ public enum Differ {
         var gap: Int
     }
 
+    /// A touched item of the new snapshot, with its data. A struct, not a tuple: an array of
+    /// labelled tuples was copied through the runtime's generic tuple witness, 260 instructions
+    /// an item of a feed's append.
+    private struct NewPlace {
+        var id: Identifier
+        var place: TouchedPlace
+        var data: JSONText?
+    }
+
     /// A gap between two untouched items of one section.
     private struct GapKey: Hashable {
         var section: Identifier
@@ -305,7 +314,7 @@ public enum Differ {
         oldPlaces.reserveCapacity(restructured.count)
         // In the order of the new snapshot, with their data: a feed's new items then come out
         // listed in order, and none is looked up again.
-        var newPlaces: [(id: Identifier, place: TouchedPlace, data: JSONText?)] = []
+        var newPlaces: [NewPlace] = []
         newPlaces.reserveCapacity(restructured.count)
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
@@ -353,7 +362,7 @@ public enum Differ {
                 } else if !newCursor.atEnd, restructured.contains(newCursor.id) {
                     let place = TouchedPlace(
                         path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
-                    newPlaces.append((newCursor.id, place, newCursor.data))
+                    newPlaces.append(NewPlace(id: newCursor.id, place: place, data: newCursor.data))
                     newCursor.advance()
                 } else {
                     return nil
@@ -363,7 +372,8 @@ public enum Differ {
         // Survivors that stayed in their section and gap may stay put: per gap, those on one
         // longest increasing subsequence of old positions do; the rest are moves.
         var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
-        for (id, newPlace, newData) in newPlaces {
+        for touched in newPlaces {
+            let (id, newPlace, newData) = (touched.id, touched.place, touched.data)
             guard let oldPlace = oldPlaces.removeValue(forKey: id) else {
                 changes.inserted.append(.init(at: newPlace.path, id: id, data: newData))
                 continue

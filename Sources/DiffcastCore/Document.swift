@@ -531,79 +531,67 @@ public struct Document: Sendable {
 
 /// What the writes since the last changeset asked to be listed beyond what the diff finds.
 ///
-/// A value type over one copy-on-write box, made by the first mark: a document holds marks only
-/// from a write to the next published version, so an idle collection holds 8 bytes for them
-/// rather than 41 (five sets and a flag).
+/// Its fields are kept in an array of at most one element, made by the first mark: a document
+/// holds marks only from a write to the next published version, so an idle collection holds 8
+/// bytes for them rather than 41 (five sets and a flag). An array, not a class, so that a mark
+/// is set through the array's own copy-on-write, without a class property's dynamic
+/// exclusivity check (a quarter of a feed append's `Document.apply` with a class).
 public struct ChangeMarks: Sendable, Equatable {
     public var reloadedItems: Set<Identifier> {
-        get { marks?.reloadedItems ?? [] }
-        _modify { yield &writable().reloadedItems }
+        get { stored.first?.reloadedItems ?? [] }
+        _modify { yield &fields.reloadedItems }
     }
     public var reconfiguredItems: Set<Identifier> {
-        get { marks?.reconfiguredItems ?? [] }
-        _modify { yield &writable().reconfiguredItems }
+        get { stored.first?.reconfiguredItems ?? [] }
+        _modify { yield &fields.reconfiguredItems }
     }
     public var reloadedSections: Set<Identifier> {
-        get { marks?.reloadedSections ?? [] }
-        _modify { yield &writable().reloadedSections }
+        get { stored.first?.reloadedSections ?? [] }
+        _modify { yield &fields.reloadedSections }
     }
     /// Items whose data a write set: the differ checks only these in sections whose item
     /// order did not change.
     public var dataChangedItems: Set<Identifier> {
-        get { marks?.dataChangedItems ?? [] }
-        _modify { yield &writable().dataChangedItems }
+        get { stored.first?.dataChangedItems ?? [] }
+        _modify { yield &fields.dataChangedItems }
     }
     /// Items a write inserted, deleted or moved. Every other item kept its relative order,
     /// which lets the differ walk changed sections without hashing them.
     public var restructuredItems: Set<Identifier> {
-        get { marks?.restructuredItems ?? [] }
-        _modify { yield &writable().restructuredItems }
+        get { stored.first?.restructuredItems ?? [] }
+        _modify { yield &fields.restructuredItems }
     }
     /// A write replaced the whole collection (`apply`, `delete_all`): only a full diff says what changed.
     public var replacedEverything: Bool {
-        get { marks?.replacedEverything ?? false }
-        _modify { yield &writable().replacedEverything }
+        get { stored.first?.replacedEverything ?? false }
+        _modify { yield &fields.replacedEverything }
     }
 
-    /// The marks, once there is one. Changed only through `writable()`, which copies a box
-    /// another value shares first (as `Array` does), so the value semantics are kept and the
-    /// box is `Sendable` for the same reason an array's storage is.
-    private final class Marks: @unchecked Sendable {
+    private struct Fields: Sendable, Equatable {
         var reloadedItems = Set<Identifier>()
         var reconfiguredItems = Set<Identifier>()
         var reloadedSections = Set<Identifier>()
         var dataChangedItems = Set<Identifier>()
         var restructuredItems = Set<Identifier>()
         var replacedEverything = false
-
-        init() {}
-
-        init(copying other: Marks) {
-            reloadedItems = other.reloadedItems
-            reconfiguredItems = other.reconfiguredItems
-            reloadedSections = other.reloadedSections
-            dataChangedItems = other.dataChangedItems
-            restructuredItems = other.restructuredItems
-            replacedEverything = other.replacedEverything
-        }
     }
 
-    private var marks: Marks?
+    /// Empty until the first mark, then one element.
+    private var stored: [Fields] = []
 
     public init() {}
 
-    /// The box, this value's alone.
-    private mutating func writable() -> Marks {
-        if isKnownUniquelyReferenced(&marks), let marks { return marks }
-        let own = marks.map(Marks.init(copying:)) ?? Marks()
-        marks = own
-        return own
+    /// The fields, made when there are none yet.
+    private var fields: Fields {
+        get { stored.first ?? Fields() }
+        _modify {
+            if stored.isEmpty { stored.append(Fields()) }
+            yield &stored[0]
+        }
     }
 
     public static func == (lhs: ChangeMarks, rhs: ChangeMarks) -> Bool {
-        lhs.reloadedItems == rhs.reloadedItems && lhs.reconfiguredItems == rhs.reconfiguredItems
-            && lhs.reloadedSections == rhs.reloadedSections && lhs.dataChangedItems == rhs.dataChangedItems
-            && lhs.restructuredItems == rhs.restructuredItems && lhs.replacedEverything == rhs.replacedEverything
+        (lhs.stored.first ?? Fields()) == (rhs.stored.first ?? Fields())
     }
 
     mutating func forgetItem(_ id: Identifier) {
