@@ -39,6 +39,7 @@ collection-table-leaves-holes|Sources/DiffcastEngine/CollectionTable.swift|     
 chunk-table-first-copied|Sources/DiffcastCore/ChunkTable.swift|            guard var chunk = first.take() else|            guard var chunk = first else|ChunkTableTests
 window-tables-shared|Sources/DiffcastEngine/WindowGroups.swift|        if isKnownUniquelyReferenced(&tables), let tables { return tables }|        if let tables { return tables }|ApplyEngineTests|DiskFullTests
 open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|        last.state.openBatchSlot = Int32(slot)|        _ = last|ApplyEngineTests
+request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if isKnownUniquelyReferenced(&fields) {|            if Bool(true) {|RequestParserTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests

@@ -46,10 +46,11 @@ extension Server {
         startReading(connection)
     }
 
-    /// Whether the connection's peer may make this request; denials are logged.
-    func isPermitted(_ request: Request, on connection: Connection) -> Bool {
+    /// Whether the connection's peer may make this request (`command` is its command, read once
+    /// by the caller); denials are logged.
+    func isPermitted(_ request: Request, _ command: Command, on connection: Connection) -> Bool {
         let list: AccessList
-        switch request.command {
+        switch command {
         case .write, .drop: list = configuration.publishers
         case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers
         case .ping, .auth, .unsubscribe: return true
@@ -179,14 +180,16 @@ extension Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
-        guard isPermitted(request, on: connection) else {
+        // Read once: each read of a request's command copies it (its collection and items).
+        let command = request.command
+        guard isPermitted(request, command, on: connection) else {
             let who = connection.peer.map { "uid \($0.userID)" } ?? "this peer"
             let error = DiffcastError.unauthorized("\(who) may not '\(request.op)' (see --publishers/--subscribers)")
             connection.answer(
                 slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
             return
         }
-        if case .http = connection.transport, case .subscribe = request.command {
+        if case .http = connection.transport, case .subscribe = command {
             // A plain HTTP response has nowhere to put events.
             let error = DiffcastError.invalidArgument(
                 "subscribe over HTTP with GET /v1/collections/NAME/events (Server-Sent Events) or /v1/ws (WebSocket)")
@@ -194,7 +197,7 @@ extension Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
             return
         }
-        switch request.command {
+        switch command {
         case .ping, .auth: break
         default:
             guard connection.isAuthenticated else {
@@ -206,7 +209,7 @@ extension Server {
                 return
             }
         }
-        switch request.command {
+        switch command {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
         case .auth(let token):

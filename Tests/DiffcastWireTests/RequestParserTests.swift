@@ -18,6 +18,27 @@ import Testing
         }
     }
 
+    /// A request's fields live in one box its copies share: changing a copy changes that copy
+    /// alone, and copies that hold the same fields are equal.
+    @Test func aChangedCopyOfARequestLeavesTheOthersAlone() throws {
+        let parsed = try RequestParser().parse(line: Array(#"append_items c {"items":["a"]}"#.utf8))
+        var changed = parsed
+        #expect(changed == parsed)
+        changed.line = Array("x".utf8)
+        changed.op = "other"
+        changed.id = JSONText(canonical: "7")
+        #expect(parsed.line == Array(#"append_items c {"items":["a"]}"#.utf8))
+        #expect(parsed.op == "append_items" && parsed.id == nil)
+        #expect(changed.line == Array("x".utf8) && changed.op == "other" && changed.id == JSONText(canonical: "7"))
+        #expect(changed.command == parsed.command)
+        #expect(changed != parsed)
+        var rebuilt = changed
+        rebuilt.line = parsed.line
+        rebuilt.op = parsed.op
+        rebuilt.id = nil
+        #expect(rebuilt == parsed)
+    }
+
     @Test func inlineAndJSONFormsAreOneRequest() throws {
         let json = try parse(#"{"op":"subscribe","collection":"feed","since":3}"#)
         let inline = try parse(#"subscribe feed {"since":3}"#)
