@@ -35,7 +35,7 @@ extension ApplyEngine {
             return
         }
         var event: Event?
-        if let old = state.snapshot(at: since)?.view(range) {
+        if let old = snapshot(of: state, at: since)?.view(range) {
             let changeset = WindowTracker.changeset(from: old, to: tracker.view)
             if !changeset.isEmpty {
                 event = .changeset(
@@ -57,7 +57,7 @@ extension ApplyEngine {
     func catchUpEvent(_ state: CollectionState, since: UInt64?) -> Event? {
         let current = state.document.snapshot
         if let since, since == state.version { return nil }
-        if let since, since < state.version, let old = state.snapshot(at: since) {
+        if let since, since < state.version, let old = snapshot(of: state, at: since) {
             return .changeset(
                 collection: state.name, epoch: state.epoch, from: since, version: state.version,
                 Differ.changeset(from: old, to: current), digest: Digest(of: current))

@@ -47,6 +47,13 @@ extension ApplyEngine {
         state.openBatchSlot < 0 ? nil : openBatches[Int(state.openBatchSlot)]
     }
 
+    /// The snapshot of `state` at `version`, when it is kept: with a batch open, the version
+    /// published last is the batch's base, not the document.
+    func snapshot(of state: CollectionState, at version: UInt64) -> Snapshot? {
+        if version == state.version, let batch = openBatch(of: state) { return batch.base }
+        return state.snapshot(at: version)
+    }
+
     /// Starts collecting the writes to `state` into one version.
     func open(_ state: CollectionState) {
         state.openBatchSlot = Int32(openBatches.count)

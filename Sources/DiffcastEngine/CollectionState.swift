@@ -91,10 +91,10 @@ final class CollectionState {
         earlier.removeFirst(dropped)
     }
 
-    /// The snapshot of `version`, when it is kept. Asked with no batch open (the engine
-    /// publishes it first): the document then holds the version published last.
+    /// The snapshot of `version`, when it is kept, with no batch open: the document then holds
+    /// the version published last. (With a batch open, that version is the batch's base, which
+    /// the engine keeps: `ApplyEngine.snapshot(of:at:)`.)
     func snapshot(at version: UInt64) -> Snapshot? {
-        assert(openBatchSlot < 0, "a collection with an open batch was asked for a version")
         if version == self.version { return document.snapshot }
         if version == 0, keepsEmptyStart { return Snapshot() }
         return earlier.last { $0.version == version }?.snapshot
