@@ -22,16 +22,48 @@ final class CollectionState {
     /// (`ApplyEngine.openBatches`), or -1 when there are none. 32 bits beside the two flags,
     /// in a word they half filled: the batch itself took 24 bytes of every idle collection.
     var openBatchSlot: Int32 = -1
-    /// Earlier versions, oldest first, past the empty start. The version published last is not
-    /// among them: the document (or the open batch's base) holds it. An idle collection that
-    /// took one write thus keeps no array at all (96 bytes of heap before).
-    private var earlier: VersionHistory = []
-    /// Items summed over `earlier`'s snapshots, kept as they come and go: summing them again
-    /// for every version retained and released each of up to 64 snapshots, a tenth of the
-    /// daemon's time one write at a time.
-    private var earlierItems = 0
-    /// The windows its windowed subscribers hold.
-    var windows = WindowGroups()
+    /// What a collection holds once it has an earlier version past the empty start, or a
+    /// windowed subscriber: in a box made then, so that an idle collection holds 8 bytes for it
+    /// rather than 24 (its object then fits a 160-byte chunk).
+    private var extras: Extras?
+
+    private final class Extras {
+        /// Earlier versions, oldest first, past the empty start. The version published last is
+        /// not among them: the document (or the open batch's base) holds it. An idle collection
+        /// that took one write thus keeps no array at all (96 bytes of heap before).
+        var earlier: VersionHistory = []
+        /// Items summed over `earlier`'s snapshots, kept as they come and go: summing them again
+        /// for every version retained and released each of up to 64 snapshots, a tenth of the
+        /// daemon's time one write at a time.
+        var earlierItems = 0
+        var windows = WindowGroups()
+    }
+
+    private var earlier: VersionHistory { extras?.earlier ?? [] }
+    private var earlierItems: Int { extras?.earlierItems ?? 0 }
+
+    /// The box, made when there is none.
+    private var madeExtras: Extras {
+        if let extras { return extras }
+        let made = Extras()
+        extras = made
+        return made
+    }
+
+    /// The windows its windowed subscribers hold. Changing them makes the box only when a
+    /// window is left (a subscription's end calls `leave` on every collection it named).
+    var windows: WindowGroups {
+        get { extras?.windows ?? WindowGroups() }
+        _modify {
+            if let extras {
+                yield &extras.windows
+            } else {
+                var windows = WindowGroups()
+                yield &windows
+                if !windows.isEmpty { madeExtras.windows = windows }
+            }
+        }
+    }
 
     init(name: String, epoch: String) {
         self.name = name
@@ -67,8 +99,9 @@ final class CollectionState {
             keepsEmptyStart = true
             return
         }
-        earlier.append((version, snapshot))
-        earlierItems += snapshot.itemCount
+        let extras = madeExtras
+        extras.earlier.append((version, snapshot))
+        extras.earlierItems += snapshot.itemCount
     }
 
     /// Drops the oldest earlier versions past the limits (the engine's, passed in rather than
@@ -76,7 +109,10 @@ final class CollectionState {
     /// `items` summed over them, the current one always kept.
     private func forgetOldest(within historyLimits: HistoryLimits) {
         let currentItems = document.itemCount
-        var kept: Int { earlier.count + (keepsEmptyStart ? 1 : 0) + 1 }
+        // Read in the box, not copied out: a copy would make the removal below copy the array.
+        let earlierCount = extras?.earlier.count ?? 0
+        var earlierItems = self.earlierItems
+        var kept: Int { earlierCount + (keepsEmptyStart ? 1 : 0) + 1 }
         var dropped = 0
         while kept - dropped > historyLimits.versions
             || (kept - dropped > 1 && earlierItems + currentItems > historyLimits.items)
@@ -85,10 +121,13 @@ final class CollectionState {
                 keepsEmptyStart = false
                 continue
             }
-            earlierItems -= earlier[dropped].snapshot.itemCount
+            guard let extras else { break }
+            earlierItems -= extras.earlier[dropped].snapshot.itemCount
             dropped += 1
         }
-        earlier.removeFirst(dropped)
+        guard dropped > 0, let extras else { return }
+        extras.earlier.removeFirst(dropped)
+        extras.earlierItems = earlierItems
     }
 
     /// The snapshot of `version`, when it is kept, with no batch open: the document then holds
@@ -125,9 +164,14 @@ final class CollectionState {
         version = saved.version
         exists = saved.exists
         keepsEmptyStart = saved.keepsEmptyStart
-        earlier = saved.earlier
-        earlierItems = earlier.reduce(0) { $0 + $1.snapshot.itemCount }
-        windows = saved.windows
+        if saved.earlier.isEmpty && saved.windows.isEmpty {
+            extras = nil
+        } else {
+            let extras = madeExtras
+            extras.earlier = saved.earlier
+            extras.earlierItems = saved.earlier.reduce(0) { $0 + $1.snapshot.itemCount }
+            extras.windows = saved.windows
+        }
     }
 
     /// The batch was made durable: its writes stay.
