@@ -23,10 +23,8 @@ struct ChunkTable: RandomAccessCollection, Sendable {
 
     @inline(__always) var count: Int {
         guard first != nil else { return 0 }
-        let pageCount = pages.count
-        guard pageCount > 0 else { return 1 }
-        // Read in place: `pages.last` would copy the page, a retain and a release.
-        return 1 + (pageCount - 1) << Self.pageShift + pages[pageCount - 1].count
+        guard let last = pages.last else { return 1 }
+        return 1 + (pages.count - 1) << Self.pageShift + last.count
     }
 
     var startIndex: Int { 0 }

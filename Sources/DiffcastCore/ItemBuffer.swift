@@ -80,19 +80,6 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         return storage.withUnsafeMutablePointerToElements { $0[position].id.hashBits }
     }
 
-    /// The identifier of the item at `position`, read in place (a copy of the whole item
-    /// retains its data too).
-    func id(at position: Int) -> Identifier {
-        precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { $0[position].id }
-    }
-
-    /// The data of the item at `position`, read in place.
-    func data(at position: Int) -> JSONText? {
-        precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { $0[position].data }
-    }
-
     /// Whether the item at `position` has identifier `id`, compared in place.
     func identifier(at position: Int, equals id: Identifier) -> Bool {
         precondition(position >= 0 && position < count, "item index out of range")

@@ -411,8 +411,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
         var atEnd: Bool { position >= list.count }
         var item: Item { list.chunks[chunk].items[offset] }
         /// The item's identifier and data, read without copying the whole item.
-        var id: Identifier { list.chunks[chunk].items.id(at: offset) }
-        var data: JSONText? { list.chunks[chunk].items.data(at: offset) }
+        var id: Identifier { list.chunks[chunk].items[offset].id }
+        var data: JSONText? { list.chunks[chunk].items[offset].data }
         var atChunkStart: Bool { offset == 0 && !atEnd }
         /// The item's identifier hash, read in place (a copy of the identifier retains its text).
         var hashBits: UInt64 { list.chunks[chunk].items.hashBits(at: offset) }
@@ -494,8 +494,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
 
         var item: Item { list.chunks[chunk].items[offset] }
-        var id: Identifier { list.chunks[chunk].items.id(at: offset) }
-        var data: JSONText? { list.chunks[chunk].items.data(at: offset) }
+        var id: Identifier { list.chunks[chunk].items[offset].id }
+        var data: JSONText? { list.chunks[chunk].items[offset].data }
 
         mutating func retreat() {
             offset -= 1

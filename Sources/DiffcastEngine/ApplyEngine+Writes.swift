@@ -16,7 +16,7 @@ extension ApplyEngine {
         let most = operation.mostItemsAfter(current: state.document.itemCount)
         if most > limits.itemsPerCollection {
             statistics.writesRejected += 1
-            if !state.exists && openBatch(of: state) == nil { collections[name] = nil }
+            if !state.exists && state.openBatchSlot < 0 { collections[name] = nil }
             return fail(
                 request, address,
                 .limitExceeded("max_items_per_collection (\(limits.itemsPerCollection)): this write could make \(most)")
