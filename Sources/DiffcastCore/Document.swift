@@ -355,18 +355,24 @@ public struct Document: Sendable {
             section.contentRevision = revision
             return section.items.insert(contentsOf: items, at: position)
         }
-        // Without a split the placements are the inserted items; a split also reports the
-        // items it moved to another chunk, which the directory already holds.
-        let split = placements.count > items.count
-        let inserted = split ? Set(items.map(\.id)) : []
-        for (id, chunk) in placements {
-            if !split || inserted.contains(id) {
-                addLocation(chunk, for: id)
-            } else {
-                moveLocation(of: id, to: chunk)
+        switch placements {
+        case .together(_, let chunk):
+            for item in items { addLocation(chunk, for: item.id) }
+            recordOwner(sectionID, ofChunks: CollectionOfOne(chunk))
+        case .listed(let placements):
+            // A split also reports the items it moved to another chunk, which the directory
+            // already holds.
+            let split = placements.count > items.count
+            let inserted = split ? Set(items.map(\.id)) : []
+            for (id, chunk) in placements {
+                if !split || inserted.contains(id) {
+                    addLocation(chunk, for: id)
+                } else {
+                    moveLocation(of: id, to: chunk)
+                }
             }
+            recordOwner(sectionID, ofChunks: placements.lazy.map(\.1))
         }
-        recordOwner(sectionID, ofChunks: placements.lazy.map(\.1))
         for item in items {
             marks.restructuredItems.insert(item.id)
         }

@@ -102,10 +102,14 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         try storage.withUnsafeMutablePointerToElements { try body(UnsafeBufferPointer(start: $0, count: count)) }
     }
 
+    /// The storage's header, read through its pointer: `ManagedBuffer.header` is a class
+    /// property, and every read of it paid a dynamic exclusivity check.
+    private var header: Header { storage.withUnsafeMutablePointerToHeader { $0.pointee } }
+
     /// Makes `storage` this value's alone, holding exactly its items, with room for
     /// `minimumCapacity`.
     private mutating func makeUnique(minimumCapacity: Int) {
-        let header = storage.header
+        let header = self.header
         if isKnownUniquelyReferenced(&storage), header.capacity >= minimumCapacity {
             // Items past `count` were appended by a longer value that is gone (a version that was
             // rolled back): nobody can see them.
@@ -130,7 +134,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
     mutating func append(contentsOf newItems: some Collection<Item>) {
         let added = newItems.count
         guard added > 0 else { return }
-        let header = storage.header
+        let header = self.header
         if header.filled != count || header.capacity < count + added {
             makeUnique(minimumCapacity: Swift.max(count + added, Swift.min(2 * count, ItemList.chunkCapacity)))
         }

@@ -268,15 +268,40 @@ public struct ItemList: RandomAccessCollection, Sendable {
         chunks.update(chunk) { $0.changeItems { $0[offset].data = data } }
     }
 
-    /// Inserts `items` before `position` (0...count). Returns the chunk of every item whose chunk
-    /// changed: the inserted ones and those a split moved.
-    mutating func insert(contentsOf items: [Item], at position: Int) -> [(Identifier, ChunkID)] {
-        guard !items.isEmpty else { return [] }
+    /// Where `insert(contentsOf:at:)` put items: the chunk of every item whose chunk changed
+    /// (the inserted ones, and those a split moved), in any order.
+    enum Placements: Sequence {
+        /// Every inserted item went into one chunk and no other item moved: a feed's append,
+        /// told without an array of its own.
+        case together([Item], in: ChunkID)
+        /// Each item whose chunk changed, with its chunk; more than the inserted items when a
+        /// split moved others.
+        case listed([(Identifier, ChunkID)])
+
+        struct Iterator: IteratorProtocol {
+            fileprivate let placements: Placements
+            fileprivate var index = 0
+
+            mutating func next() -> (Identifier, ChunkID)? {
+                defer { index += 1 }
+                switch placements {
+                case .together(let items, let chunk): return index < items.count ? (items[index].id, chunk) : nil
+                case .listed(let list): return index < list.count ? list[index] : nil
+                }
+            }
+        }
+
+        func makeIterator() -> Iterator { Iterator(placements: self) }
+    }
+
+    /// Inserts `items` before `position` (0...count).
+    mutating func insert(contentsOf items: [Item], at position: Int) -> Placements {
+        guard !items.isEmpty else { return .listed([]) }
         guard !chunks.isEmpty else {
             self = ItemList(items)
             var placements: [(Identifier, ChunkID)] = []
             forEachPlacement { placements.append(($0, $1)) }
-            return placements
+            return .listed(placements)
         }
         if position == count {
             return append(contentsOf: items)
@@ -284,11 +309,13 @@ public struct ItemList: RandomAccessCollection, Sendable {
         let (chunk, offset) = locate(position)
         changedChunk(chunk)
         chunks.update(chunk) { $0.changeItems { $0.insert(contentsOf: items, at: offset) } }
-        var placements = items.map { ($0.id, chunks[chunk].id) }
-        if chunks[chunk].items.count > Self.chunkCapacity {
-            placements = split(chunk)
-        }
         count += items.count
+        let placements: Placements
+        if chunks[chunk].items.count > Self.chunkCapacity {
+            placements = .listed(split(chunk))
+        } else {
+            placements = .together(items, in: chunks[chunk].id)
+        }
         recomputeStarts(from: chunk)
         return placements
     }
@@ -296,18 +323,19 @@ public struct ItemList: RandomAccessCollection, Sendable {
     /// Appends at the end: the last chunk is filled up, the rest goes into new full chunks. A
     /// growing feed thus keeps full chunks (half as many as splitting would leave) and moves no
     /// item to another chunk.
-    private mutating func append(contentsOf items: [Item]) -> [(Identifier, ChunkID)] {
+    private mutating func append(contentsOf items: [Item]) -> Placements {
         let last = chunks.count - 1
         let room = Swift.max(0, Self.chunkCapacity - chunks[last].items.count)
         let intoLast = Swift.min(room, items.count)
-        var placements: [(Identifier, ChunkID)] = []
-        placements.reserveCapacity(items.count)
         if intoLast > 0 {
             changedChunk(last)
             chunks.update(last) { $0.append(contentsOf: items[..<intoLast]) }
-            for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
             count += intoLast
+            if intoLast == items.count { return .together(items, in: chunks[last].id) }
         }
+        var placements: [(Identifier, ChunkID)] = []
+        placements.reserveCapacity(items.count)
+        for item in items[..<intoLast] { placements.append((item.id, chunks[last].id)) }
         var start = intoLast
         while start < items.count {
             let end = Swift.min(items.count, start + Self.chunkCapacity)
@@ -315,7 +343,7 @@ public struct ItemList: RandomAccessCollection, Sendable {
             for item in items[start..<end] { placements.append((item.id, chunks[chunks.count - 1].id)) }
             start = end
         }
-        return placements
+        return .listed(placements)
     }
 
     /// Splits an overfull chunk into half-full ones; the first keeps its identifier.

@@ -65,11 +65,11 @@ import Testing
             table[0].items.withUnsafeBufferPointer(\.baseAddress)
         }
         let before = storage(table)
-        table.update(0) { $0.changeItems { $0.remove(at: 0) } }
+        _ = table.update(0) { $0.changeItems { $0.remove(at: 0) } }
         #expect(storage(table) == before)
         #expect(table[0].items.map(\.id) == ["i1", "i2", "i3"])
         let shared = table
-        table.update(0) { $0.changeItems { $0.remove(at: 0) } }
+        _ = table.update(0) { $0.changeItems { $0.remove(at: 0) } }
         #expect(storage(table) != storage(shared))
         #expect(shared[0].items.map(\.id) == ["i1", "i2", "i3"])
         #expect(table[0].items.map(\.id) == ["i2", "i3"])
