@@ -29,7 +29,7 @@ public enum Differ {
         var changeset = Changeset()
         diffSections(old, new, into: &changeset.sections)
         if let hints, !hints.marks.replacedEverything,
-            let items = itemChangesAlongUntouchedItems(old, new, restructured: hints.marks.restructuredItems)
+            let items = itemChangesAlongUntouchedItems(old, new, marks: hints.marks)
         {
             changeset.items = items
         } else {
@@ -304,8 +304,9 @@ public enum Differ {
     /// nil when sections came or went, or the walk finds the premise broken; the caller then
     /// runs the full diff.
     private static func itemChangesAlongUntouchedItems(
-        _ old: Snapshot, _ new: Snapshot, restructured: Set<Identifier>
+        _ old: Snapshot, _ new: Snapshot, marks: ChangeMarks
     ) -> ItemChanges? {
+        let restructured = marks.restructuredItems
         guard old.sections.count == new.sections.count,
             new.sections.allSatisfy({ old.position(ofSection: $0.id) != nil })
         else { return nil }
@@ -315,7 +316,7 @@ public enum Differ {
         // In the order of the new snapshot, with their data: a feed's new items then come out
         // listed in order, and none is looked up again.
         var newPlaces: [NewPlace] = []
-        newPlaces.reserveCapacity(restructured.count)
+        newPlaces.reserveCapacity(restructured.count + marks.appendedTails.reduce(0) { $0 + $1.count })
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
             let oldItems = old.sections[oldSectionIndex].items
@@ -328,6 +329,11 @@ public enum Differ {
             // place, which add nothing to list.
             let oldTail = oldItems.chunks.count - shared.trailing
             let newTail = section.items.chunks.count - shared.trailing
+            // Where the items appended at the end start: each is new, and needs no lookup. Like
+            // the set, the count only lets the walk take a new-side item as touched: an untouched
+            // item is always matched in place before (untouched items keep their order), so a
+            // wrong count could cost the walk (nil, and the full diff), never the result.
+            let appendedStart = section.items.count - marks.appendedCount(ofSectionAt: newSectionIndex)
             while !oldCursor.atEnd || !newCursor.atEnd {
                 if oldCursor.chunk == oldTail, newCursor.chunk == newTail, oldCursor.atChunkStart,
                     newCursor.atChunkStart
@@ -359,7 +365,9 @@ public enum Differ {
                     oldPlaces[oldCursor.id] = TouchedPlace(
                         path: ItemPath(oldSectionIndex, oldCursor.position), sectionID: section.id, gap: gap)
                     oldCursor.advance()
-                } else if !newCursor.atEnd, restructured.contains(newCursor.id) {
+                } else if !newCursor.atEnd,
+                    newCursor.position >= appendedStart || restructured.contains(newCursor.id)
+                {
                     let place = TouchedPlace(
                         path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
                     newPlaces.append(NewPlace(id: newCursor.id, place: place, data: newCursor.data))

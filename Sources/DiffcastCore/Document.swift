@@ -172,6 +172,7 @@ public struct Document: Sendable {
     }
 
     private mutating func applyWrite(_ operation: WriteOperation) throws(DiffcastError) {
+        if case .appendItems = operation {} else { listAppendedTails() }
         switch operation {
         case .apply(let sections):
             try replaceAll(with: sections)
@@ -203,7 +204,7 @@ public struct Document: Sendable {
                 index = snapshot.sections.count - 1
             }
             try checkNewItems(items)
-            insertItems(items, section: index, at: snapshot.sections[index].items.count)
+            appendItems(items, section: index)
         case .insertItems(let items, let anchor):
             guard let (section, item) = location(of: anchor.identifier) else {
                 throw .unknownItem(anchor.identifier)
@@ -346,8 +347,35 @@ public struct Document: Sendable {
         }
     }
 
-    /// Inserts items new to the document (checked, or just taken out by a move).
+    /// Inserts items new to the document (checked, or just taken out by a move), each marked as
+    /// restructured.
     private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
+        placeItems(items, section: sectionIndex, at: position)
+        for item in items {
+            marks.restructuredItems.insert(item.id)
+        }
+    }
+
+    /// Appends items new to the document (checked) at the end of a section, marked by their count
+    /// (`ChangeMarks.appendedTails`): a feed's append puts nothing in a set.
+    private mutating func appendItems(_ items: [Item], section sectionIndex: Int) {
+        placeItems(items, section: sectionIndex, at: snapshot.sections[sectionIndex].items.count)
+        marks.noteAppended(items.count, toSectionAt: sectionIndex)
+    }
+
+    /// Marks the items of the appended tails one by one, as restructured: done before any write
+    /// other than an append, after which they might not be the last items of their sections.
+    private mutating func listAppendedTails() {
+        guard marks.hasAppendedTails else { return }
+        for tail in marks.appendedTails {
+            let items = snapshot.sections[tail.section].items
+            for item in items[(items.count - tail.count)...] { marks.restructuredItems.insert(item.id) }
+        }
+        marks.appendedTails = []
+    }
+
+    /// Puts items new to the document into a section and the directory.
+    private mutating func placeItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
         let sectionID = snapshot.sections[sectionIndex].id
         let revision = nextRevision()
         let placements = snapshot.withSection(at: sectionIndex) { section in
@@ -372,9 +400,6 @@ public struct Document: Sendable {
                 }
             }
             recordOwner(sectionID, ofChunks: placements.lazy.map(\.1))
-        }
-        for item in items {
-            marks.restructuredItems.insert(item.id)
         }
     }
 
@@ -561,8 +586,9 @@ public struct ChangeMarks: Sendable, Equatable {
         get { stored.first?.dataChangedItems ?? [] }
         _modify { yield &fields.dataChangedItems }
     }
-    /// Items a write inserted, deleted or moved. Every other item kept its relative order,
-    /// which lets the differ walk changed sections without hashing them.
+    /// Items a write inserted, deleted or moved, but for those in `appendedTails`. Every other
+    /// item kept its relative order, which lets the differ walk changed sections without
+    /// hashing them.
     public var restructuredItems: Set<Identifier> {
         get { stored.first?.restructuredItems ?? [] }
         _modify { yield &fields.restructuredItems }
@@ -572,6 +598,32 @@ public struct ChangeMarks: Sendable, Equatable {
         get { stored.first?.replacedEverything ?? false }
         _modify { yield &fields.replacedEverything }
     }
+    /// Items appended at the ends of sections, told by count rather than one by one in
+    /// `restructuredItems`: for a section (by position), how many of its last items are appends
+    /// new to the collection. Appends only follow one another here; any other write first
+    /// moves these items into `restructuredItems`. A growing feed so marks no item in a set,
+    /// and the differ finds its new items by their position.
+    public var appendedTails: [AppendedTail] {
+        get { stored.first?.appendedTails ?? [] }
+        _modify { yield &fields.appendedTails }
+    }
+    var hasAppendedTails: Bool { !(stored.first?.appendedTails.isEmpty ?? true) }
+
+    /// The last `count` items of the section at position `section` were appended.
+    public struct AppendedTail: Sendable, Equatable {
+        public var section: Int
+        public var count: Int
+    }
+
+    /// How many of the last items of the section at `section` were appended.
+    public func appendedCount(ofSectionAt section: Int) -> Int {
+        guard let tails = stored.first?.appendedTails else { return 0 }
+        return tails.first { $0.section == section }?.count ?? 0
+    }
+
+    mutating func noteAppended(_ count: Int, toSectionAt section: Int) {
+        fields.noteAppended(count, toSectionAt: section)
+    }
 
     private struct Fields: Sendable, Equatable {
         var reloadedItems = Set<Identifier>()
@@ -580,6 +632,15 @@ public struct ChangeMarks: Sendable, Equatable {
         var dataChangedItems = Set<Identifier>()
         var restructuredItems = Set<Identifier>()
         var replacedEverything = false
+        var appendedTails: [AppendedTail] = []
+
+        mutating func noteAppended(_ count: Int, toSectionAt section: Int) {
+            if let index = appendedTails.firstIndex(where: { $0.section == section }) {
+                appendedTails[index].count += count
+            } else {
+                appendedTails.append(AppendedTail(section: section, count: count))
+            }
+        }
     }
 
     /// Empty until the first mark, then one element.

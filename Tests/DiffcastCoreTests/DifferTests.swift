@@ -85,6 +85,34 @@ import Testing
         #expect(document.changeset(since: base).isEmpty)
     }
 
+    /// Appends are marked by count, not one by one (`ChangeMarks.appendedTails`): the items
+    /// appended to two sections come out as inserts at the ends, and a write of another kind
+    /// after them (a move of one, a delete of another) still finds them where they went.
+    @Test func appendedItemsAreListedWhereverLaterWritesTakeThem() throws {
+        var document = try document([("A", (0..<10).map { "a\($0)" }), ("B", ["b0"])])
+        let base = document.snapshot
+        try document.apply(.appendItems([Item(id: "n1"), Item(id: "n2")], section: "A"))
+        try document.apply(.appendItems([Item(id: "m1")], section: "B"))
+        try document.apply(.appendItems([Item(id: "n3", data: data("3"))], section: "A"))
+        var onlyAppended = document
+        let appended = onlyAppended.changeset(since: base)
+        #expect(
+            appended.items.inserted == [
+                .init(at: ItemPath(0, 10), id: "n1", data: nil), .init(at: ItemPath(0, 11), id: "n2", data: nil),
+                .init(at: ItemPath(0, 12), id: "n3", data: data("3")), .init(at: ItemPath(1, 1), id: "m1", data: nil),
+            ])
+        #expect(appended.items.moved.isEmpty && appended.items.deleted.isEmpty)
+
+        try document.apply(.moveItem("n2", anchor: .before("a0")))
+        try document.apply(.deleteItems(["m1", "a3"]))
+        try document.apply(.appendItems([Item(id: "n4")], section: "B"))
+        let changes = document.changeset(since: base)
+        try checkStrictly(changes, from: plain(base), to: plain(document.snapshot))
+        #expect(changes.items.inserted.map(\.id) == ["n2", "n1", "n3", "n4"])
+        #expect(changes.items.deleted == [.init(at: ItemPath(0, 3), id: "a3")])
+        #expect(changes.items.moved.isEmpty)
+    }
+
     @Test func anItemThatMovesAcrossSectionsAndChangesIsMovedAndUpdated() throws {
         var document = try document([("A", ["a1", "a2"]), ("B", ["b1"])])
         let base = document.snapshot
