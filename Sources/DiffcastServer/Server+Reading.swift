@@ -249,7 +249,7 @@ extension Server {
     func submitPendingJobs() {
         guard !pendingJobs.isEmpty, let applyQueue else { return }
         let jobs = pendingJobs.swapAndClear()
-        guard let outcomes = applyQueue.submit(jobs, mayApplyHere: jobs.allSatisfy(isFromAClientThatWaits)) else {
+        guard let outcomes = applyQueue.submit(jobs, mayApplyHere: areFromClientsThatWait(jobs)) else {
             return
         }
         // Applied at once on this thread: what the worker delivered before goes out first.
@@ -261,13 +261,20 @@ extension Server {
         }
     }
 
-    /// Whether a job comes from a client with few unanswered requests (one at a time, or a
-    /// window of them): its answers are what it waits for, so they should take the shortest path.
-    func isFromAClientThatWaits(_ job: Job) -> Bool {
-        guard case .request(_, let address) = job, let connection = connections[address.connection] else {
-            return false
+    /// Whether every job comes from a client with few unanswered requests (one at a time, or a
+    /// window of them): their answers are what they wait for, so they should take the shortest
+    /// path. A run of jobs from one connection (a feed's window) looks the connection up once.
+    func areFromClientsThatWait(_ jobs: [Job]) -> Bool {
+        var waiting: ConnectionID?
+        for job in jobs {
+            guard case .request(_, let address) = job else { return false }
+            if address.connection == waiting { continue }
+            guard let connection = connections[address.connection],
+                connection.outstandingRequests <= Self.waitingClientRequests
+            else { return false }
+            waiting = address.connection
         }
-        return connection.outstandingRequests <= Self.waitingClientRequests
+        return true
     }
 
     /// Unanswered requests up to which a client counts as waiting for its answers (a feed's

@@ -32,7 +32,7 @@ enum CompactAppendReader {
         guard line.count < Int(UInt32.max), limits.maximumDepth >= 3 else { return nil }
         var reader = Reader(line: line, limits: limits)
         guard reader.skip(#"{"op":"append_items","collection":""#),
-            let name = reader.plainString(maximumLength: 128), CollectionName.isValid(name),
+            let name = reader.collectionName(),
             reader.skip(#","items":["#), let items = reader.items()
         else { return nil }
         var section: Identifier?
@@ -81,6 +81,17 @@ enum CompactAppendReader {
             else { return nil }
             position += 1
             return String(decoding: UnsafeBufferPointer(rebasing: line[start..<(position - 1)]), as: UTF8.self)
+        }
+
+        /// A valid collection name up to the next quote, which it moves past; its opening quote
+        /// has been read. Checked on the bytes, before a `String` is made of them.
+        mutating func collectionName() -> String? {
+            let start = position
+            guard let end = line[start...].firstIndex(of: UInt8(ascii: "\"")),
+                CollectionName.isValid(utf8: UnsafeBufferPointer(rebasing: line[start..<end]))
+            else { return nil }
+            position = end + 1
+            return String(decoding: UnsafeBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
         }
 
         /// The items of a list whose `[` has been read, through its `]`; at least one.

@@ -44,7 +44,9 @@ public struct Request: Sendable, Equatable {
         get { fields.op }
         set { fields = Fields(id: id, op: newValue, command: command, line: line) }
     }
-    public var command: Command {
+    /// Inlinable: the loop and the engine read it for every request, and across modules each
+    /// read was a call that copied the command out.
+    @inlinable public var command: Command {
         get { fields.command }
         set { fields = Fields(id: id, op: op, command: newValue, line: line) }
     }
@@ -63,13 +65,13 @@ public struct Request: Sendable, Equatable {
 
     /// Immutable but for `line`, which is changed only through a value that holds the box
     /// alone (copy on write, as `Array` does); hence the unchecked `Sendable`.
-    private final class Fields: @unchecked Sendable {
+    @usableFromInline final class Fields: @unchecked Sendable {
         let id: JSONText?
         let op: String
-        let command: Command
+        @usableFromInline let command: Command
         var line: [UInt8]
 
-        init(id: JSONText?, op: String, command: Command, line: [UInt8]) {
+        @usableFromInline init(id: JSONText?, op: String, command: Command, line: [UInt8]) {
             self.id = id
             self.op = op
             self.command = command
@@ -77,7 +79,7 @@ public struct Request: Sendable, Equatable {
         }
     }
 
-    private var fields: Fields
+    @usableFromInline var fields: Fields
 
     public init(id: JSONText?, op: String, command: Command, line: [UInt8] = []) {
         fields = Fields(id: id, op: op, command: command, line: line)
