@@ -42,6 +42,8 @@ open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|   
 request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if isKnownUniquelyReferenced(&fields) {|            if Bool(true) {|RequestParserTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
+decimal-digits-one-short|Sources/DiffcastWire/JSONOutput.swift|        while digits < 20 && value >= power {|        while digits < 20 && value > power {|DiffcastWireTests
+escape-hex-digits-swapped|Sources/DiffcastWire/JSONOutput.swift|            write(byte: hex.utf8Start[Int(byte >> 4)])|            write(byte: hex.utf8Start[Int(byte & 0x0f)])|DiffcastWireTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemList.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests
 digest-prefix-outlives-change|Sources/DiffcastCore/ItemList.swift|        currentPrefixes = Swift.min(currentPrefixes, index)|        _ = index|DiffcastCoreTests

@@ -218,19 +218,12 @@ public enum WireEncoder {
         var first = true
         output.appendByte(UInt8(ascii: "{"))
         appendList("\"deleted\"", changes.deleted, first: &first, into: &output) { deletion, out in
-            Position.appendMember(deletion.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: deletion.id)
+            appendEntry(at: deletion.at, id: deletion.id, dataFollows: false, into: &out)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"inserted\"", changes.inserted, first: &first, into: &output) { insertion, out in
-            Position.appendMember(insertion.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: insertion.id)
-            if let data = insertion.data {
-                out.appendRaw(",\"data\":")
-                out.appendRaw(data)
-            }
+            appendEntry(at: insertion.at, id: insertion.id, dataFollows: insertion.data != nil, into: &out)
+            if let data = insertion.data { out.appendRaw(data) }
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"moved\"", changes.moved, first: &first, into: &output) { move, out in
@@ -243,20 +236,29 @@ public enum WireEncoder {
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"updated\"", changes.updated, first: &first, into: &output) { update, out in
-            Position.appendMember(update.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: update.id)
-            out.appendRaw(",\"data\":")
+            appendEntry(at: update.at, id: update.id, dataFollows: true, into: &out)
             out.append(data: update.data)
             out.appendByte(UInt8(ascii: "}"))
         }
         appendList("\"reloaded\"", changes.reloaded, first: &first, into: &output) { reload, out in
-            Position.appendMember(reload.at, into: &out)
-            out.appendRaw(",\"id\":")
-            out.append(identifier: reload.id)
+            appendEntry(at: reload.at, id: reload.id, dataFollows: false, into: &out)
             out.appendByte(UInt8(ascii: "}"))
         }
         output.appendByte(UInt8(ascii: "}"))
+    }
+
+    /// An entry's opening up to its data: `{"index":N,"id":ID` or `{"at":[S,I],"id":ID`, then
+    /// `,"data":` when data follows, written in one piece (`JSONOutput.appendWritten`).
+    private static func appendEntry<Position: WirePosition>(
+        at position: Position, id: Identifier, dataFollows: Bool, into output: inout JSONOutput
+    ) {
+        let room = Position.maximumMemberLength + 14 + ByteWriter.maximumQuotedLength(of: id.text)
+        output.appendWritten(maximumCount: room) { writer in
+            Position.writeMember(position, into: &writer)
+            writer.write(",\"id\":")
+            writer.write(quoted: id.text)
+            if dataFollows { writer.write(",\"data\":") }
+        }
     }
 
     /// Room for a changeset event: a few dozen bytes per listed item, plus the data it
@@ -318,16 +320,20 @@ extension Window {
 /// How a change's position is written: a section's as `"index":N`, an item's as `"at":[S,I]`
 /// (SPEC.md's changeset lists).
 protocol WirePosition: Hashable, Sendable, Comparable {
+    /// The most bytes `writeMember` writes.
+    static var maximumMemberLength: Int { get }
     /// `{"index":N` or `{"at":[S,I]`: a change's opening and its position.
-    static func appendMember(_ position: Self, into output: inout JSONOutput)
+    static func writeMember(_ position: Self, into writer: inout ByteWriter)
     /// The position's value alone (a move's `from` and `to`).
     static func append(_ position: Self, into output: inout JSONOutput)
 }
 
 extension Int: WirePosition {
-    static func appendMember(_ position: Int, into output: inout JSONOutput) {
-        output.appendRaw("{\"index\":")
-        output.append(position)
+    static var maximumMemberLength: Int { 9 + ByteWriter.maximumDecimalLength }
+
+    static func writeMember(_ position: Int, into writer: inout ByteWriter) {
+        writer.write("{\"index\":")
+        writer.write(position)
     }
 
     static func append(_ position: Int, into output: inout JSONOutput) {
@@ -336,9 +342,14 @@ extension Int: WirePosition {
 }
 
 extension ItemPath: WirePosition {
-    static func appendMember(_ position: ItemPath, into output: inout JSONOutput) {
-        output.appendRaw("{\"at\":")
-        append(position, into: &output)
+    static var maximumMemberLength: Int { 9 + 2 * ByteWriter.maximumDecimalLength }
+
+    static func writeMember(_ position: ItemPath, into writer: inout ByteWriter) {
+        writer.write("{\"at\":[")
+        writer.write(position.section)
+        writer.write(byte: UInt8(ascii: ","))
+        writer.write(position.item)
+        writer.write(byte: UInt8(ascii: "]"))
     }
 
     static func append(_ position: ItemPath, into output: inout JSONOutput) {
