@@ -58,9 +58,12 @@ max_len() {
 
 scratch=.build-fuzz
 echo "building the fuzz targets ($config) in $scratch"
-# -Xcc: the C of the dependencies (Yams' libyaml) is instrumented and checked too.
+# -Xcc: the C of the dependencies (Yams' libyaml) is instrumented and checked too. Dynamic
+# exclusivity checks stay on here, though a release build of the daemon skips them
+# (Package.swift): an overlapping access is a bug a fuzzer should find.
 nice -n 19 "$swift" build --package-path Fuzz --scratch-path "$scratch" -c "$config" \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -enable-testing \
+    -Xswiftc -enforce-exclusivity=checked \
     -Xcc -fsanitize=fuzzer-no-link,address 2>&1 |
     grep -v "Cannot export local symbol" | grep -E "error|warning: |Compiling|Build|Linking" | tail -20
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz build failed" >&2; exit 2; }
