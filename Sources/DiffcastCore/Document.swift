@@ -366,7 +366,7 @@ public struct Document: Sendable {
     /// Marks the items of the appended tails one by one, as restructured: done before any write
     /// other than an append, after which they might not be the last items of their sections.
     private mutating func listAppendedTails() {
-        guard marks.hasAppendedTails else { return }
+        guard !marks.appendedTails.isEmpty else { return }
         for tail in marks.appendedTails {
             let items = snapshot.sections[tail.section].items
             for item in items[(items.count - tail.count)...] { marks.restructuredItems.insert(item.id) }
@@ -607,7 +607,6 @@ public struct ChangeMarks: Sendable, Equatable {
         get { stored.first?.appendedTails ?? [] }
         _modify { yield &fields.appendedTails }
     }
-    var hasAppendedTails: Bool { !(stored.first?.appendedTails.isEmpty ?? true) }
 
     /// The last `count` items of the section at position `section` were appended.
     public struct AppendedTail: Sendable, Equatable {

@@ -270,28 +270,13 @@ public struct ItemList: RandomAccessCollection, Sendable {
 
     /// Where `insert(contentsOf:at:)` put items: the chunk of every item whose chunk changed
     /// (the inserted ones, and those a split moved), in any order.
-    enum Placements: Sequence {
+    enum Placements {
         /// Every inserted item went into one chunk and no other item moved: a feed's append,
         /// told without an array of its own.
         case together([Item], in: ChunkID)
         /// Each item whose chunk changed, with its chunk; more than the inserted items when a
         /// split moved others.
         case listed([(Identifier, ChunkID)])
-
-        struct Iterator: IteratorProtocol {
-            fileprivate let placements: Placements
-            fileprivate var index = 0
-
-            mutating func next() -> (Identifier, ChunkID)? {
-                defer { index += 1 }
-                switch placements {
-                case .together(let items, let chunk): return index < items.count ? (items[index].id, chunk) : nil
-                case .listed(let list): return index < list.count ? list[index] : nil
-                }
-            }
-        }
-
-        func makeIterator() -> Iterator { Iterator(placements: self) }
     }
 
     /// Inserts `items` before `position` (0...count).

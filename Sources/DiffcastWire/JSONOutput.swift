@@ -53,7 +53,7 @@ public struct JSONOutput: Sendable {
     /// A changeset entry is a run of short pieces (brackets, keys, numbers, an identifier), and
     /// every `Array.append(contentsOf:)` costs about a hundred instructions whatever it appends:
     /// written piece by piece, an appended item's entry took 1,200 instructions.
-    public mutating func appendWritten(maximumCount: Int, _ body: (inout ByteWriter) -> Void) {
+    mutating func appendWritten(maximumCount: Int, _ body: (inout ByteWriter) -> Void) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: maximumCount) { room in
             var writer = ByteWriter(room)
             body(&writer)
@@ -117,49 +117,49 @@ public struct JSONOutput: Sendable {
 /// needs room its caller counted (`maximumDecimalLength`, `maximumQuotedLength(of:)`): running
 /// past it is a mistake in that count, not something input can cause, and traps as an array
 /// index out of range does.
-public struct ByteWriter {
+struct ByteWriter {
     private let room: UnsafeMutableBufferPointer<UInt8>
     /// The bytes written so far.
-    public private(set) var count = 0
+    private(set) var count = 0
 
     init(_ room: UnsafeMutableBufferPointer<UInt8>) {
         self.room = room
     }
 
     /// The most bytes `write(decimal:)` or `write(_:)` writes: a sign and 19 digits, or 20.
-    public static let maximumDecimalLength = 20
+    static let maximumDecimalLength = 20
 
     /// The most bytes `write(quoted:)` writes for `string`: quotes, and 6 per escaped byte.
-    public static func maximumQuotedLength(of string: String) -> Int { 2 + 6 * string.utf8.count }
+    static func maximumQuotedLength(of string: String) -> Int { 2 + 6 * string.utf8.count }
 
-    public mutating func write(byte: UInt8) {
+    mutating func write(byte: UInt8) {
         room[count] = byte
         count += 1
     }
 
     /// Text that is already JSON.
-    public mutating func write(_ text: StaticString) {
+    mutating func write(_ text: StaticString) {
         write(bytes: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    public mutating func write(bytes: UnsafeBufferPointer<UInt8>) {
+    mutating func write(bytes: UnsafeBufferPointer<UInt8>) {
         let end = count + bytes.count
         _ = UnsafeMutableBufferPointer(rebasing: room[count..<end]).initialize(fromContentsOf: bytes)
         count = end
     }
 
-    public mutating func write(_ value: Int64) {
+    mutating func write(_ value: Int64) {
         if value < 0 { write(byte: UInt8(ascii: "-")) }
         write(decimal: value.magnitude)
     }
 
-    public mutating func write(_ value: Int) {
+    mutating func write(_ value: Int) {
         write(Int64(value))
     }
 
     /// The decimal digits of `value`, without making a `String` (versions and indexes are
     /// written several times per event; the generic conversion was a tenth of publishing).
-    public mutating func write(decimal value: UInt64) {
+    mutating func write(decimal value: UInt64) {
         var digits = 1
         var power: UInt64 = 10
         while digits < 20 && value >= power {
@@ -176,7 +176,7 @@ public struct ByteWriter {
 
     /// `string` in quotes, escaped as Python's `json.dumps(ensure_ascii=False)` does, so that
     /// canonical text matches other implementations.
-    public mutating func write(quoted string: String) {
+    mutating func write(quoted string: String) {
         write(byte: UInt8(ascii: "\""))
         var text = string
         text.withUTF8 { utf8 in

@@ -25,7 +25,10 @@ import Testing
                 let atEnd = Int.random(in: 0..<3, using: &rng) == 0
                 let position = atEnd ? reference.count : Int.random(in: 0...reference.count, using: &rng)
                 reference.insert(contentsOf: items, at: position)
-                for (id, chunk) in list.insert(contentsOf: items, at: position) { chunkOf[id] = chunk }
+                switch list.insert(contentsOf: items, at: position) {
+                case .together(let items, let chunk): for item in items { chunkOf[item.id] = chunk }
+                case .listed(let placements): for (id, chunk) in placements { chunkOf[id] = chunk }
+                }
             case 1 where !reference.isEmpty:
                 let position = Int.random(in: 0..<reference.count, using: &rng)
                 #expect(list.remove(at: position) == reference.remove(at: position))
