@@ -305,7 +305,7 @@ private final class Channel: Sendable {
     }
 
     /// One line from the daemon: an event goes to `events`, a response to the oldest waiter.
-    private func dispatch(_ line: [UInt8]) -> ClientError? {
+    private func dispatch(_ line: UnsafeBufferPointer<UInt8>) -> ClientError? {
         let value: JSONValue
         do {
             value = try JSONParser.parse(line)

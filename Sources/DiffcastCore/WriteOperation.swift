@@ -27,7 +27,10 @@ public struct DataUpdate: Hashable, Sendable {
 
 /// One write of SPEC.md, already parsed and typed. Names mirror
 /// `NSDiffableDataSourceSnapshot`; where Apple's API traps, `Document.apply` throws.
-public indirect enum WriteOperation: Hashable, Sendable {
+///
+/// Not `indirect`: `batch` nests through an array, which is a reference already, and an
+/// indirect enum boxed every request's operation (one allocation per write).
+public enum WriteOperation: Hashable, Sendable {
     case apply(sections: [SectionInput])
     case appendSections([SectionInput])
     case insertSections([SectionInput], anchor: Anchor)

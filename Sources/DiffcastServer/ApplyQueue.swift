@@ -299,10 +299,11 @@ extension Job {
     /// A write that names items: applying it costs about what its request holds, whatever the
     /// collection holds.
     var isSmallItemWrite: Bool {
-        guard case .request(let request, _) = self, case .write(_, let operation) = request.command
-        else { return false }
-        switch operation {
-        case .appendItems, .insertItems, .updateItems, .deleteItems, .moveItem, .reloadItems, .reconfigureItems:
+        guard case .request(let request, _) = self else { return false }
+        // Matched without binding, so the command is looked at where it is, not copied.
+        switch request.command {
+        case .write(_, .appendItems), .write(_, .insertItems), .write(_, .updateItems), .write(_, .deleteItems),
+            .write(_, .moveItem), .write(_, .reloadItems), .write(_, .reconfigureItems):
             return true
         default:
             return false
@@ -312,7 +313,7 @@ extension Job {
     /// The length of the request's line; 0 for other jobs.
     var requestBytes: Int {
         guard case .request(let request, _) = self else { return 0 }
-        return request.line.count
+        return request.lineLength
     }
 
     var isWrite: Bool {

@@ -75,7 +75,7 @@ extension Server {
                         status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
             connection.transport = .eventStream
             sendWithoutDelay(connection)
-            handleLine(subscribe, from: connection)
+            subscribe.withUnsafeBufferPointer { handleLine($0, from: connection) }
         case .webSocket(let accept):
             guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
             let head =
@@ -114,7 +114,7 @@ extension Server {
         guard case .http(let exchanges) = connection.transport else { return }
         let slotsBefore = connection.nextSlot
         exchanges.pending.append(exchange)
-        handleLine(line, from: connection)
+        line.withUnsafeBufferPointer { handleLine($0, from: connection) }
         // A line that reserved no slot gets no answer, so its exchange must go too.
         if connection.nextSlot == slotsBefore { exchanges.pending.removeLast() }
     }
@@ -126,7 +126,7 @@ extension Server {
             if message.count > configuration.maximumLineBytes {
                 answerLineTooLong(on: connection)
             } else {
-                handleLine(message, from: connection)
+                message.withUnsafeBufferPointer { handleLine($0, from: connection) }
             }
         }
         if received.isFinished { stopReading(connection) }

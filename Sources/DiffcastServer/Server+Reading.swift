@@ -46,17 +46,17 @@ extension Server {
         startReading(connection)
     }
 
-    /// Whether the connection's peer may make this request (`command` is its command, read once
-    /// by the caller); denials are logged.
-    func isPermitted(_ request: Request, _ command: Command, on connection: Connection) -> Bool {
-        let list: AccessList
-        switch command {
-        case .write, .drop: list = configuration.publishers
-        case .get, .subscribe, .window, .list, .stats: list = configuration.subscribers
+    /// Whether the connection's peer may make this request; denials are logged.
+    func isPermitted(_ request: Request, on connection: Connection) -> Bool {
+        // The lists name Unix-socket peers; TCP peers are checked by token before writing.
+        if connection.isTCP { return true }
+        let allowed: Bool
+        switch request.command {
+        case .write, .drop: allowed = configuration.publishers.allows(connection.peer)
+        case .get, .subscribe, .window, .list, .stats: allowed = configuration.subscribers.allows(connection.peer)
         case .ping, .auth, .unsubscribe: return true
         }
-        // The lists name Unix-socket peers; TCP peers are checked by token before writing.
-        guard connection.isTCP || list.allows(connection.peer) else {
+        guard allowed else {
             logger.warning(
                 "denied", metadata: ["op": "\(request.op)", "uid": "\(connection.peer?.userID.description ?? "?")"])
             return false
@@ -161,7 +161,7 @@ extension Server {
             ])
     }
 
-    func handleLine(_ line: [UInt8], from connection: Connection) {
+    func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         // Lines after a policy stop (too many wrong tokens, a slow-subscriber disconnect) that
         // arrived in the same read are not answered.
         guard !connection.isFinishing else { return }
@@ -173,23 +173,21 @@ extension Server {
         let address = ResponseAddress(connection: connection.id, slot: slot)
         let request: Request
         do {
-            request = try parser.parse(line: line)
+            request = try parser.parse(line)
         } catch {
             logRejected(error.error, op: error.op, on: connection)
             connection.answer(
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
-        // Read once: each read of a request's command copies it (its collection and items).
-        let command = request.command
-        guard isPermitted(request, command, on: connection) else {
+        guard isPermitted(request, on: connection) else {
             let who = connection.peer.map { "uid \($0.userID)" } ?? "this peer"
             let error = DiffcastError.unauthorized("\(who) may not '\(request.op)' (see --publishers/--subscribers)")
             connection.answer(
                 slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
             return
         }
-        if case .http = connection.transport, case .subscribe = command {
+        if case .http = connection.transport, case .subscribe = request.command {
             // A plain HTTP response has nowhere to put events.
             let error = DiffcastError.invalidArgument(
                 "subscribe over HTTP with GET /v1/collections/NAME/events (Server-Sent Events) or /v1/ws (WebSocket)")
@@ -197,7 +195,7 @@ extension Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
             return
         }
-        switch command {
+        switch request.command {
         case .ping, .auth: break
         default:
             guard connection.isAuthenticated else {
@@ -209,7 +207,7 @@ extension Server {
                 return
             }
         }
-        switch command {
+        switch request.command {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
         case .auth(let token):

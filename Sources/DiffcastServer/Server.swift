@@ -17,7 +17,7 @@ public final class Server {
     public var reloadConfiguration: (() -> ServerConfiguration?)?
     let logger: Logger
     let loop: UnsafeMutablePointer<uv_loop_t>
-    let parser: RequestParser
+    var parser: RequestParser
     var listeners: [UnsafeMutableRawPointer] = []
     /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
     public internal(set) var listenerNames: [String] = []
@@ -104,6 +104,8 @@ public final class Server {
     ) throws {
         dc_ignore_sigpipe()
         dc_unblock_signals()
+        // A request's line is for the journal and the backbone: without either, not copied.
+        parser.keepsLines = store != nil || backbone != nil
         try check(uv_loop_init(loop), "uv_loop_init")
         loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         let asyncHandle = LoopHandles.make(uv_async_t.self, UV_ASYNC)

@@ -7,8 +7,10 @@
 /// daemon buffer without limit. The daemon frames requests with it, clients frame events.
 public struct LineFramer: Sendable {
     /// What the framer found in the bytes it was given.
-    public enum Piece: Sendable {
-        case line([UInt8])
+    public enum Piece {
+        /// A line without its `\n`, valid only during the call it is passed to: bytes of the
+        /// chunk itself when the line lies within it (no copy), else of the framer's buffer.
+        case line(UnsafeBufferPointer<UInt8>)
         case lineTooLong
     }
 
@@ -36,10 +38,11 @@ public struct LineFramer: Sendable {
                 skipping = newline == nil
             } else if let newline {
                 if partial.isEmpty {
-                    emit(.line(Array(UnsafeRawBufferPointer(rebasing: chunk[start..<newline]))))
+                    let line = UnsafeRawBufferPointer(rebasing: chunk[start..<newline])
+                    emit(.line(line.assumingMemoryBound(to: UInt8.self)))
                 } else {
                     partial.append(contentsOf: chunk[start..<newline])
-                    emit(.line(partial))
+                    partial.withUnsafeBufferPointer { emit(.line($0)) }
                     partial = []
                 }
             } else {

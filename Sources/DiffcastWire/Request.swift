@@ -44,38 +44,46 @@ public struct Request: Sendable, Equatable {
         get { fields.op }
         set { fields = Fields(id: id, op: newValue, command: command, line: line) }
     }
-    /// Inlinable: the loop and the engine read it for every request, and across modules each
-    /// read was a call that copied the command out.
+    /// Lent, not copied (`_read`), and inlinable: the loop and the engine read it for every
+    /// request, and each read copied the command out of its box (its collection, its items),
+    /// across modules by a call.
     @inlinable public var command: Command {
-        get { fields.command }
+        _read { yield fields.command }
         set { fields = Fields(id: id, op: op, command: newValue, line: line) }
     }
-    /// The line the request came from, kept so a write can be logged and replayed as it was.
+    /// The line the request came from, kept so a write can be logged and replayed as it was:
+    /// empty when its parser does not keep lines (`RequestParser.keepsLines`).
     public var line: [UInt8] {
         get { fields.line }
         set {
             // The parser sets it on the request it just made: changed in place, not copied.
             if isKnownUniquelyReferenced(&fields) {
                 fields.line = newValue
+                fields.lineLength = newValue.count
             } else {
                 fields = Fields(id: id, op: op, command: command, line: newValue)
             }
         }
     }
+    /// How long the line the request came from was, whether or not it was kept: what the
+    /// request costs to hold (the apply queue weighs batches by it).
+    public var lineLength: Int { fields.lineLength }
 
-    /// Immutable but for `line`, which is changed only through a value that holds the box
-    /// alone (copy on write, as `Array` does); hence the unchecked `Sendable`.
+    /// Immutable but for `line` and `lineLength`, which are changed only through a value that
+    /// holds the box alone (copy on write, as `Array` does); hence the unchecked `Sendable`.
     @usableFromInline final class Fields: @unchecked Sendable {
         let id: JSONText?
         let op: String
         @usableFromInline let command: Command
         var line: [UInt8]
+        var lineLength: Int
 
         @usableFromInline init(id: JSONText?, op: String, command: Command, line: [UInt8]) {
             self.id = id
             self.op = op
             self.command = command
             self.line = line
+            self.lineLength = line.count
         }
     }
 
@@ -85,9 +93,20 @@ public struct Request: Sendable, Equatable {
         fields = Fields(id: id, op: op, command: command, line: line)
     }
 
+    /// Records the line the request was parsed from: its length always, its bytes when `keep`.
+    mutating func record(line: UnsafeBufferPointer<UInt8>, keep: Bool) {
+        if keep {
+            self.line = Array(line)
+        } else {
+            if !isKnownUniquelyReferenced(&fields) { fields = Fields(id: id, op: op, command: command, line: []) }
+            fields.lineLength = line.count
+        }
+    }
+
     public static func == (lhs: Request, rhs: Request) -> Bool {
         lhs.fields === rhs.fields
-            || (lhs.id == rhs.id && lhs.op == rhs.op && lhs.command == rhs.command && lhs.line == rhs.line)
+            || (lhs.id == rhs.id && lhs.op == rhs.op && lhs.command == rhs.command && lhs.line == rhs.line
+                && lhs.lineLength == rhs.lineLength)
     }
 }
 

@@ -4,16 +4,29 @@ import DiffcastCore
 /// inline form `OP [COLLECTION] [JSON-OBJECT]` of SPEC.md.
 public struct RequestParser: Sendable {
     public var limits: RequestLimits
+    /// Whether each request keeps a copy of its line (`Request.line`), which journaling a write
+    /// or forwarding it to the backbone needs. A daemon with neither parses without the copy.
+    public var keepsLines: Bool
 
-    public init(limits: RequestLimits = RequestLimits()) {
+    public init(limits: RequestLimits = RequestLimits(), keepsLines: Bool = true) {
         self.limits = limits
+        self.keepsLines = keepsLines
     }
 
     public func parse(line: some Collection<UInt8>) throws(RequestError) -> Request {
-        var bytes = Array(line)
-        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        var request = try bytes.withUnsafeBufferPointer { line throws(RequestError) in try decode(line) }
-        request.line = bytes
+        let parsed = line.withContiguousStorageIfAvailable { bytes in
+            Result { () throws(RequestError) in try parse(bytes) }
+        }
+        if let parsed { return try parsed.get() }
+        return try Array(line).withUnsafeBufferPointer { bytes throws(RequestError) in try parse(bytes) }
+    }
+
+    /// `parse(line:)` on bytes that stay valid only during the call (the loop's read buffer).
+    public func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+        var line = bytes
+        if line.last == UInt8(ascii: "\r") { line = UnsafeBufferPointer(rebasing: line.dropLast()) }
+        var request = try decode(line)
+        request.record(line: line, keep: keepsLines)
         return request
     }
 

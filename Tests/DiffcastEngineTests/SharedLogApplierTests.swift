@@ -117,7 +117,8 @@ import Testing
         for (slot, line) in writes.prefix(3).enumerated() {
             #expect(try a.answer(line, slot: UInt64(slot)).hasPrefix(#"{"ok":true"#))
         }
-        cluster.snapshots["c"] = try #require(a.engine.snapshotForSharedLog(of: "c", logSequence: 1 << 40))
+        let snapshot = try #require(a.engine.snapshotForSharedLog(of: "c", logSequence: 1 << 40))
+        cluster.snapshots["c"] = snapshot
         let late = cluster.join("late")
         for (slot, line) in writes.enumerated().dropFirst(3) {
             #expect(try a.answer(line, slot: UInt64(slot)).hasPrefix(#"{"ok":true"#))

@@ -18,6 +18,30 @@ import Testing
         }
     }
 
+    /// A request keeps its line (without a closing `\r`) only when its parser keeps lines; its
+    /// length it keeps either way. The same line read both ways is the same request otherwise.
+    @Test(arguments: [
+        #"{"op":"append_items","collection":"c","items":[{"id":"a","data":{"n":1}}]}"#,
+        #"append_items c {"items":["a"]}"#,
+    ])
+    func theLineIsKeptOnlyWhenAsked(text: String) throws {
+        let line = Array((text + "\r").utf8)
+        let kept = try RequestParser(keepsLines: true).parse(line: line)
+        let notKept = try RequestParser(keepsLines: false).parse(line: line)
+        #expect(kept.line == Array(text.utf8))
+        #expect(kept.lineLength == text.utf8.count)
+        #expect(notKept.line.isEmpty)
+        #expect(notKept.lineLength == text.utf8.count)
+        #expect(notKept.command == kept.command && notKept.op == kept.op && notKept.id == kept.id)
+        // From a slice that is not an array, and from a buffer, the same.
+        let framed = Array((text + "\r\n").utf8)
+        #expect(try RequestParser().parse(line: framed.dropLast()) == kept)
+        let fromBuffer = try line.withUnsafeBufferPointer { bytes throws(RequestError) in
+            try RequestParser(keepsLines: false).parse(bytes)
+        }
+        #expect(fromBuffer == notKept)
+    }
+
     /// A request's fields live in one box its copies share: changing a copy changes that copy
     /// alone, and copies that hold the same fields are equal.
     @Test func aChangedCopyOfARequestLeavesTheOthersAlone() throws {

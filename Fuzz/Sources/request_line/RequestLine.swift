@@ -15,10 +15,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var framer = LineFramer(maximumLineBytes: 2048)
     input.withUnsafeBytes { raw in
         framer.feed(raw) { piece in
-            guard case .line(let line) = piece else {
+            guard case .line(let bytes) = piece else {
                 check(WireEncoder.failure(id: nil, op: nil, error: .lineTooLong(limit: 2048)), "line_too_long")
                 return
             }
+            let line = Array(bytes)
             if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
                 return
             }
@@ -27,7 +28,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 let request = try parser.parse(line: line)
                 var expected = line
                 if expected.last == UInt8(ascii: "\r") { expected.removeLast() }
-                guard request.line == expected else { Fuzz.failure("the request keeps another line") }
+                guard request.line == expected, request.lineLength == expected.count else {
+                    Fuzz.failure("the request keeps another line")
+                }
                 check(WireEncoder.success(id: request.id, op: request.op), "success")
             } catch {
                 check(WireEncoder.failure(id: error.id, op: error.op, error: error.error), "failure")
