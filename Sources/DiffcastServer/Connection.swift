@@ -20,6 +20,16 @@ final class Connection {
     var isAuthenticated: Bool
     /// Who the peer is, for Unix sockets.
     var peer: PeerCredentials?
+    /// What the access lists let the peer do, worked out when it connects and again at a
+    /// reload: not per request, where reading the lists copied them.
+    var access = Access(mayWrite: false, mayRead: false)
+
+    struct Access {
+        /// Writes and `drop` (the publishers list).
+        var mayWrite: Bool
+        /// `get`, `subscribe`, `window`, `list`, `stats` (the subscribers list).
+        var mayRead: Bool
+    }
 
     private(set) var nextSlot: UInt64 = 0
     private var nextSlotToSend: UInt64 = 0

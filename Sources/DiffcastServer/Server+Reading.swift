@@ -26,6 +26,7 @@ extension Server {
             // HTTP requests are checked by the router, token and all, before they become lines.
             isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
         connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
+        connection.access = access(of: connection)
         if let http {
             connection.transport = .http(
                 HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
@@ -48,12 +49,10 @@ extension Server {
 
     /// Whether the connection's peer may make this request; denials are logged.
     func isPermitted(_ request: Request, on connection: Connection) -> Bool {
-        // The lists name Unix-socket peers; TCP peers are checked by token before writing.
-        if connection.isTCP { return true }
         let allowed: Bool
         switch request.command {
-        case .write, .drop: allowed = configuration.publishers.allows(connection.peer)
-        case .get, .subscribe, .window, .list, .stats: allowed = configuration.subscribers.allows(connection.peer)
+        case .write, .drop: allowed = connection.access.mayWrite
+        case .get, .subscribe, .window, .list, .stats: allowed = connection.access.mayRead
         case .ping, .auth, .unsubscribe: return true
         }
         guard allowed else {
@@ -62,6 +61,15 @@ extension Server {
             return false
         }
         return true
+    }
+
+    /// What the access lists let a connection's peer do. The lists name Unix-socket peers; TCP
+    /// peers are checked by token before writing.
+    func access(of connection: Connection) -> Connection.Access {
+        if connection.isTCP { return Connection.Access(mayWrite: true, mayRead: true) }
+        return Connection.Access(
+            mayWrite: configuration.publishers.allows(connection.peer),
+            mayRead: configuration.subscribers.allows(connection.peer))
     }
 
     /// Reads a connection (again); one whose socket cannot be read is closed.

@@ -27,6 +27,7 @@ extension Server {
         configuration.maximumConnections = new.maximumConnections
         configuration.publishers = new.publishers
         configuration.subscribers = new.subscribers
+        for connection in connections.values { connection.access = access(of: connection) }
         configuration.tcpToken = new.tcpToken
         configuration.limits = new.limits
         _ = applyQueue?.submit([.setLimits(new.limits)])

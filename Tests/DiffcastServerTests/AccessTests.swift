@@ -46,6 +46,53 @@ import Testing
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
 
+    /// A reload (SIGHUP) applies the lists to connections already open, not only to new ones:
+    /// uid 65534 is refused, allowed on the same connection after one reload, refused after
+    /// another.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
+    func aReloadedListAppliesToConnectionsAlreadyOpen() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dc-access-\(getpid()).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
+        let daemon = try Daemon(arguments: ["--config", file.path])
+        chmod(daemon.socketPath, 0o666)
+        chmod(daemon.directory.path, 0o755)
+        let netcat = Process()
+        netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", daemon.socketPath]
+        let input = Pipe()
+        let output = Pipe()
+        netcat.standardInput = input
+        netcat.standardOutput = output
+        try netcat.run()
+        defer {
+            // SIGKILL: the nc the test runner starts ignores SIGTERM.
+            kill(netcat.processIdentifier, SIGKILL)
+            netcat.waitUntilExit()
+        }
+        let reader = LineReader(output.fileHandleForReading)
+        var attempt = 0
+        func errorCodeOfAWrite() throws -> String? {
+            attempt += 1
+            let line = #"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n"
+            input.fileHandleForWriting.write(Data(line.utf8))
+            while true {
+                let response = try reader.next()
+                if response["ok"] != nil { return response["error"]?["code"]?.string }
+            }
+        }
+        #expect(try errorCodeOfAWrite() == "unauthorized")
+        try "publishers: [\"uid:65534\"]\n".write(to: file, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        try waitUntil("the reloaded list lets the open connection write") { try errorCodeOfAWrite() == nil }
+        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        try waitUntil("the reloaded list refuses the open connection again") {
+            try errorCodeOfAWrite() == "unauthorized"
+        }
+        #expect(daemon.stop() == 0)
+    }
+
     /// The responses (events left out) to `lines` sent with `nc -U` by uid 65534, a peer that
     /// no list names.
     static func responsesToNobody(_ lines: [String], on daemon: Daemon) throws -> [JSONValue] {
