@@ -77,7 +77,7 @@ appends = int(sys.argv[1])
 # (row, a fragment of the mangled name of the function whose inclusive count it is)
 rows = [
     ("whole daemon", "PROGRAM TOTALS"),
-    ("parsing (RequestParser.parse)", "RequestParserV5parseyAA0C0VSRy"),
+    ("parsing (RequestParser.parse)", "RequestParserV5parse_7reusing"),
     ("  of it, the compact append reader", "CompactAppendReaderO7request4from"),
     ("applying (ApplyEngine.write)", "ApplyB0C5write_2to"),
     ("  of it, Document.apply", "DocumentV5applyyyAA14WriteOperation"),

@@ -42,6 +42,7 @@ open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|   
 request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if isKnownUniquelyReferenced(&fields) {|            if Bool(true) {|RequestParserTests
 request-keeps-line-regardless|Sources/DiffcastWire/Request.swift|        if keep {|        if Bool(true) {|RequestParserTests
 journal-without-lines|Sources/DiffcastServer/Server.swift|        parser.keepsLines = store != nil|        parser.keepsLines = Bool(false) && store != nil|DurabilityTests
+workspace-lent-unemptied|Sources/DiffcastWire/RequestParser.swift|                    tokens.removeAll(keepingCapacity: true)|                    _ = tokens|RequestParserTests
 access-kept-across-reload|Sources/DiffcastServer/Server+Supervision.swift|        for connection in connections.values {|        for connection in connections.values where Bool(false) {|AccessTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests

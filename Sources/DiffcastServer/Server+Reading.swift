@@ -181,7 +181,7 @@ extension Server {
         let address = ResponseAddress(connection: connection.id, slot: slot)
         let request: Request
         do {
-            request = try parser.parse(line)
+            request = try parser.parse(line, reusing: &parseWorkspace)
         } catch {
             logRejected(error.error, op: error.op, on: connection)
             connection.answer(

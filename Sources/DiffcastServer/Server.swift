@@ -18,6 +18,8 @@ public final class Server {
     let logger: Logger
     let loop: UnsafeMutablePointer<uv_loop_t>
     var parser: RequestParser
+    /// The parser's memory from one request line to the next.
+    var parseWorkspace = RequestParser.Workspace()
     var listeners: [UnsafeMutableRawPointer] = []
     /// What the daemon listens on, as the log names it (socket paths, inherited descriptors).
     public internal(set) var listenerNames: [String] = []

@@ -26,11 +26,16 @@ enum CompactAppendReader {
     }
 
     /// The request `line` holds, or nil when the line is not of this shape or is refused.
-    static func request(from line: UnsafeBufferPointer<UInt8>, limits: RequestLimits) -> Request? {
+    /// `tokens`, empty, lends its room to the data values' tokens (`RequestParser.Workspace`).
+    static func request(
+        from line: UnsafeBufferPointer<UInt8>, limits: RequestLimits, tokens: inout [JSONToken]
+    ) -> Request? {
         // The general path refuses lines of 4 GiB, and JSON deeper than the limit: an item's
         // object is the third level.
         guard line.count < Int(UInt32.max), limits.maximumDepth >= 3 else { return nil }
         var reader = Reader(line: line, limits: limits)
+        swap(&reader.cursor.tokens, &tokens)
+        defer { swap(&reader.cursor.tokens, &tokens) }
         guard reader.skip(#"{"op":"append_items","collection":""#),
             let name = reader.collectionName(),
             reader.skip(#","items":["#), let items = reader.items()
@@ -49,7 +54,7 @@ enum CompactAppendReader {
         let line: UnsafeBufferPointer<UInt8>
         let limits: RequestLimits
         var position = 0
-        /// Reads data values; its tokens are kept for the whole line (one allocation).
+        /// Reads data values; its tokens are kept for the whole line, in the room lent.
         var cursor: JSONParser.Cursor
 
         init(line: UnsafeBufferPointer<UInt8>, limits: RequestLimits) {
@@ -120,10 +125,10 @@ enum CompactAppendReader {
         /// A data value read by the general tokenizer at an item's depth: nil when it is not
         /// JSON or not canonical; `.some(nil)` for `null`, which is no data.
         private mutating func value() -> JSONText?? {
-            // Reserved with the first value, as the general tokenizer reserves (grown one token
-            // at a time, the list was reallocated for every value); a line that is not of this
-            // shape costs no allocation here.
-            if cursor.tokens.capacity == 0 { cursor.tokens.reserveCapacity(line.count / 8 + 4) }
+            // Reserved as the general tokenizer reserves (grown one token at a time, the list was
+            // reallocated for every value), when the room lent is less.
+            let room = line.count / 8 + 4
+            if cursor.tokens.capacity < room { cursor.tokens.reserveCapacity(room) }
             let first = cursor.tokens.count
             cursor.position = position
             do {

@@ -44,9 +44,19 @@ public struct JSONParser {
         of buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, parseFailure: (DiffcastError) -> Failure,
         _ body: (JSONView) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let tokens: [JSONToken]
+        var tokens: [JSONToken] = []
+        return try withView(
+            of: buffer, maximumDepth: maximumDepth, reusing: &tokens, parseFailure: parseFailure, body)
+    }
+
+    /// `withView` with an empty token list lent by the caller (`RequestParser.Workspace`), whose
+    /// room it uses.
+    static func withView<Result, Failure: Error>(
+        of buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, reusing tokens: inout [JSONToken],
+        parseFailure: (DiffcastError) -> Failure, _ body: (JSONView) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         do {
-            tokens = try tokenize(buffer, maximumDepth: maximumDepth)
+            try tokenize(buffer, maximumDepth: maximumDepth, into: &tokens)
         } catch {
             throw parseFailure(error)
         }
@@ -56,10 +66,12 @@ public struct JSONParser {
     }
 
     private static func tokenize(
-        _ buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int
-    ) throws(DiffcastError) -> [JSONToken] {
+        _ buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, into tokens: inout [JSONToken]
+    ) throws(DiffcastError) {
         guard buffer.count < Int(UInt32.max) else { throw .limitExceeded("a JSON text of 4 GiB or more") }
         var parser = Cursor(bytes: buffer, maximumDepth: maximumDepth)
+        swap(&parser.tokens, &tokens)
+        defer { swap(&parser.tokens, &tokens) }
         // About one token per 8 bytes of a typical request, so one allocation usually suffices.
         parser.tokens.reserveCapacity(buffer.count / 8 + 4)
         parser.skipWhitespace()
@@ -69,7 +81,6 @@ public struct JSONParser {
             throw .parseError(
                 "unexpected '\(parser.describeCurrent())' after the JSON value at byte \(parser.position)")
         }
-        return parser.tokens
     }
 
     /// Reads JSON text into tokens. It also decodes a string's escapes, for `JSONView`.

@@ -13,44 +13,93 @@ public struct RequestParser: Sendable {
         self.keepsLines = keepsLines
     }
 
-    public func parse(line: some Collection<UInt8>) throws(RequestError) -> Request {
-        let parsed = line.withContiguousStorageIfAvailable { bytes in
-            Result { () throws(RequestError) in try parse(bytes) }
+    /// Memory a parser's caller lends it from one line to the next: the token list, which was
+    /// allocated and freed for every request (about 450 instructions of a feed's append). One
+    /// per thread, as the loop keeps its own.
+    public struct Workspace {
+        var tokens: [JSONToken] = []
+
+        public init() {}
+
+        /// Past this much room (a line of a few hundred KB) the list is let go after its line,
+        /// not kept for the next.
+        static let keptTokenCapacity = 16 * 1024
+
+        /// Lends the token list, empty, to `body`; after it the list is emptied and kept.
+        mutating func withTokens<Result, Failure: Error>(
+            _ body: (inout [JSONToken]) throws(Failure) -> Result
+        ) throws(Failure) -> Result {
+            defer {
+                if tokens.capacity > Self.keptTokenCapacity {
+                    tokens = []
+                } else {
+                    tokens.removeAll(keepingCapacity: true)
+                }
+            }
+            return try body(&tokens)
         }
-        if let parsed { return try parsed.get() }
-        return try Array(line).withUnsafeBufferPointer { bytes throws(RequestError) in try parse(bytes) }
     }
 
-    /// `parse(line:)` on bytes that stay valid only during the call (the loop's read buffer).
-    public func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+    public func parse(line: some Collection<UInt8>) throws(RequestError) -> Request {
+        var workspace = Workspace()
+        let parsed = line.withContiguousStorageIfAvailable { bytes in
+            Result { () throws(RequestError) in try parse(bytes, reusing: &workspace) }
+        }
+        if let parsed { return try parsed.get() }
+        return try Array(line).withUnsafeBufferPointer { bytes throws(RequestError) in
+            try parse(bytes, reusing: &workspace)
+        }
+    }
+
+    /// `parse(line:)` on bytes that stay valid only during the call (the loop's read buffer),
+    /// with the caller's workspace.
+    public func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>, reusing workspace: inout Workspace
+    ) throws(RequestError) -> Request {
         var line = bytes
         if line.last == UInt8(ascii: "\r") { line = UnsafeBufferPointer(rebasing: line.dropLast()) }
-        var request = try decode(line)
+        let compact = workspace.withTokens { tokens in
+            CompactAppendReader.request(from: line, limits: limits, tokens: &tokens)
+        }
+        var request: Request
+        if let compact {
+            request = compact
+        } else {
+            request = try decodeInGeneral(line, &workspace)
+        }
         request.record(line: line, keep: keepsLines)
         return request
     }
 
-    private func decode(_ line: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
-        if let request = CompactAppendReader.request(from: line, limits: limits) { return request }
-        return try decodeInGeneral(line)
-    }
-
     /// Any request line, read through the token list (`JSONParser`) or the inline form.
-    func decodeInGeneral(_ line: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+    func decodeInGeneral(_ line: UnsafeBufferPointer<UInt8>, _ workspace: inout Workspace) throws(RequestError)
+        -> Request
+    {
         let start = line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? line.count
         if start < line.count, line[start] == UInt8(ascii: "{") || line[start] == UInt8(ascii: "[") {
-            return try decode(json: UnsafeBufferPointer(rebasing: line[start...]))
+            return try decode(json: UnsafeBufferPointer(rebasing: line[start...]), &workspace)
         }
         // The inline form is for people at a terminal: its members are written out as the
         // object they stand for and read like any request.
         var object = JSONOutput()
         object.append(.object(try inlineObject(Array(line[start...])[...])))
-        return try object.bytes.withUnsafeBufferPointer { json throws(RequestError) in try decode(json: json) }
+        return try object.bytes.withUnsafeBufferPointer { json throws(RequestError) in
+            try decode(json: json, &workspace)
+        }
     }
 
-    private func decode(json: UnsafeBufferPointer<UInt8>) throws(RequestError) -> Request {
+    private func decode(json: UnsafeBufferPointer<UInt8>, _ workspace: inout Workspace) throws(RequestError)
+        -> Request
+    {
+        try workspace.withTokens { tokens throws(RequestError) in
+            try decode(json: json, tokens: &tokens)
+        }
+    }
+
+    private func decode(json: UnsafeBufferPointer<UInt8>, tokens: inout [JSONToken]) throws(RequestError) -> Request {
         try JSONParser.withView(
-            of: json, maximumDepth: limits.maximumDepth, parseFailure: { RequestError(id: nil, op: nil, error: $0) }
+            of: json, maximumDepth: limits.maximumDepth, reusing: &tokens,
+            parseFailure: { RequestError(id: nil, op: nil, error: $0) }
         ) { root throws(RequestError) in
             guard root.isObject else {
                 throw RequestError(id: nil, op: nil, error: .parseError("a request must be a JSON object"))

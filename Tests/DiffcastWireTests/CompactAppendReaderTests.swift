@@ -11,15 +11,17 @@ import Testing
     let limits = RequestLimits()
 
     private func compact(_ line: String, limits: RequestLimits? = nil) -> Request? {
-        Array(line.utf8).withUnsafeBufferPointer {
-            CompactAppendReader.request(from: $0, limits: limits ?? self.limits)
+        var tokens: [JSONToken] = []
+        return Array(line.utf8).withUnsafeBufferPointer {
+            CompactAppendReader.request(from: $0, limits: limits ?? self.limits, tokens: &tokens)
         }
     }
 
     private func general(_ line: String, limits: RequestLimits? = nil) -> Result<Request, RequestError> {
         let parser = RequestParser(limits: limits ?? self.limits)
+        var workspace = RequestParser.Workspace()
         return Array(line.utf8).withUnsafeBufferPointer { line in
-            Result { () throws(RequestError) in try parser.decodeInGeneral(line) }
+            Result { () throws(RequestError) in try parser.decodeInGeneral(line, &workspace) }
         }
     }
 

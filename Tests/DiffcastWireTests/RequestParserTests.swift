@@ -36,10 +36,37 @@ import Testing
         // From a slice that is not an array, and from a buffer, the same.
         let framed = Array((text + "\r\n").utf8)
         #expect(try RequestParser().parse(line: framed.dropLast()) == kept)
+        var workspace = RequestParser.Workspace()
         let fromBuffer = try line.withUnsafeBufferPointer { bytes throws(RequestError) in
-            try RequestParser(keepsLines: false).parse(bytes)
+            try RequestParser(keepsLines: false).parse(bytes, reusing: &workspace)
         }
         #expect(fromBuffer == notKept)
+    }
+
+    /// One workspace lent to line after line, as the loop lends it, reads each line as a fresh
+    /// one does, whatever the lines before left in it: failures halfway through, and a line
+    /// whose tokens are more than the workspace keeps, included.
+    @Test func aReusedWorkspaceReadsEachLineAsAFreshOneDoes() {
+        let many = Array(repeating: "[0,{}]", count: 6000).joined(separator: ",")
+        let lines = [
+            #"{"op":"append_items","collection":"c","items":[{"id":"a","data":{"t":[1,2,{"u":null}]}},"b"]}"#,
+            #"{"op":"append_items","collection":"c","items":[{"id":"a","data":{"t":1,"t":2}}]}"#,
+            #"{"op":"append_items","collection":"c","items":[{"id":"a","data":{"t": 1}},{"id":"b","data":[true]}]}"#,
+            #"{"op": "append_items", "collection": "c", "items": [{"id": "a", "data": {"x": [1, 2]}}]}"#,
+            #"{"op":"append_items","collection":"c","items":[{"id":"a","data":[\#(many)]}]}"#,
+            #"update_items c {"items":[{"id":"a","data":{"k":"v"}}]}"#,
+            #"{"op":"apply","collection":"c","sections":[{"id":"s","items":["a",{"id":"b","data":2}]}],"x":1}"#,
+            #"{"op":"append_items","collection":"c","items":[{"id":"a","data":"é"}],"section":"s"}"#,
+        ]
+        var workspace = RequestParser.Workspace()
+        for line in lines + lines.reversed() {
+            let bytes = Array(line.utf8)
+            let reused = bytes.withUnsafeBufferPointer { bytes in
+                Result { () throws(RequestError) in try parser.parse(bytes, reusing: &workspace) }
+            }
+            let fresh = Result { () throws(RequestError) in try RequestParser().parse(line: bytes) }
+            #expect(reused == fresh, "\(line.prefix(120))")
+        }
     }
 
     /// A request's fields live in one box its copies share: changing a copy changes that copy

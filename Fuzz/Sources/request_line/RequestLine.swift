@@ -13,6 +13,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     input.append(UInt8(ascii: "\n"))
     let parser = RequestParser(limits: RequestLimits())
     var framer = LineFramer(maximumLineBytes: 2048)
+    // One workspace for every line of the input, as the loop keeps one.
+    var workspace = RequestParser.Workspace()
     input.withUnsafeBytes { raw in
         framer.feed(raw) { piece in
             guard case .line(let bytes) = piece else {
@@ -24,8 +26,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 return
             }
             checkCompactAppendReader(line, parser)
+            let parsed = Result { () throws(RequestError) in try parser.parse(bytes, reusing: &workspace) }
+            // What a line leaves in the workspace never shows in the next line's request.
+            let fresh = Result { () throws(RequestError) in try parser.parse(line: line) }
+            guard parsed == fresh else { Fuzz.failure("a reused workspace read \(parsed), a fresh one \(fresh)") }
             do throws(RequestError) {
-                let request = try parser.parse(line: line)
+                let request = try parsed.get()
                 var expected = line
                 if expected.last == UInt8(ascii: "\r") { expected.removeLast() }
                 guard request.line == expected, request.lineLength == expected.count else {
@@ -46,8 +52,12 @@ private func checkCompactAppendReader(_ line: [UInt8], _ parser: RequestParser) 
     var bytes = line
     if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
     bytes.withUnsafeBufferPointer { buffer in
-        guard let read = CompactAppendReader.request(from: buffer, limits: parser.limits) else { return }
-        let general = Result { () throws(RequestError) in try parser.decodeInGeneral(buffer) }
+        var tokens: [JSONToken] = []
+        guard let read = CompactAppendReader.request(from: buffer, limits: parser.limits, tokens: &tokens) else {
+            return
+        }
+        var workspace = RequestParser.Workspace()
+        let general = Result { () throws(RequestError) in try parser.decodeInGeneral(buffer, &workspace) }
         guard case .success(let request) = general, request == read else {
             Fuzz.failure("the compact append reader made \(read), the general path \(general)")
         }
