@@ -382,7 +382,8 @@ public enum Differ {
         var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
         for touched in newPlaces {
             let (id, newPlace, newData) = (touched.id, touched.place, touched.data)
-            guard let oldPlace = oldPlaces.removeValue(forKey: id) else {
+            // Nothing left on the old side (a feed's appends): no lookup to make.
+            guard !oldPlaces.isEmpty, let oldPlace = oldPlaces.removeValue(forKey: id) else {
                 changes.inserted.append(.init(at: newPlace.path, id: id, data: newData))
                 continue
             }
