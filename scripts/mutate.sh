@@ -55,7 +55,8 @@ shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            ch
 chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = DigestPart.empty.value\n                digestedCount = 0\n|\n|DiffcastCoreTests
 response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests|FanOutTests
 subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            let fits = connection.unsentBytes <= policy.maximumUnsentBytes|            let fits = true|FanOutTests
-turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if places[id] == place {|            if places[id] != nil {|WriteTurnsTests
+turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if taker.turnPlace == place {|            if taker.turnPlace != nil {|WriteTurnsTests
+turn-count-drifts-on-remove|Sources/DiffcastServer/WriteTurns.swift|        guard taker.turnPlace != nil else { return }\n        taker.turnPlace = nil|        taker.turnPlace = nil|WriteTurnsTests
 parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|                queueWrite(of: taken.chunks, skipping: written, to: connection)|                queueWrite(of: taken.chunks, skipping: 0, to: connection)|DaemonTests
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|            for connection in slice { write(connection) }|            for connection in slice.dropLast() { write(connection) }|DaemonTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests

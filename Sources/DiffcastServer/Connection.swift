@@ -7,7 +7,7 @@ import DiffcastWire
 /// One client stream on the loop thread: frames requests in, sends responses in request order,
 /// and queues outbound bytes, framed for its transport. It knows nothing of collections;
 /// `Server` decides what to send.
-final class Connection {
+final class Connection: TurnTaking {
     let id: ConnectionID
     /// A `uv_pipe_t` or `uv_tcp_t`, allocated and zeroed by us, freed in its close callback.
     let handle: UnsafeMutableRawPointer
@@ -20,6 +20,8 @@ final class Connection {
     var isAuthenticated: Bool
     /// Who the peer is, for Unix sockets.
     var peer: PeerCredentials?
+    /// Its place in the server's `WriteTurns`, while it waits there.
+    var turnPlace: Int?
     /// What the access lists let the peer do, worked out when it connects and again at a
     /// reload: not per request, where reading the lists copied them.
     var access = Access(mayWrite: false, mayRead: false)

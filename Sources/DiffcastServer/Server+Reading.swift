@@ -314,7 +314,7 @@ extension Server {
         connection.markClosing()
         fanOut.removeSubscriptions(of: connection)
         lingering.remove(connection.id)
-        turns.remove(connection.id)
+        turns.remove(connection)
         LoopHandles.close(connection.handle)
     }
 

@@ -22,9 +22,9 @@ extension Server {
                 if mayLinger(connection) {
                     lingering.insert(connection.id)
                 } else if mayWaitItsTurn(connection) {
-                    turns.enqueue(connection.id)
+                    turns.enqueue(connection)
                 } else {
-                    turns.remove(connection.id)
+                    turns.remove(connection)
                     write(connection)
                 }
             }
@@ -80,8 +80,7 @@ extension Server {
     func writeTurns() {
         var budget = max(Self.leastWritesPerIteration, turns.count / Self.iterationsPerPass)
         var slice: [Connection] = []
-        while budget > 0, let id = turns.next() {
-            guard let connection = connections[id] else { continue }
+        while budget > 0, let connection = turns.next() {
             slice.append(connection)
             budget -= 1
         }
@@ -97,8 +96,7 @@ extension Server {
 
     /// Writes every connection in line, now.
     func writeAllTurns() {
-        while let id = turns.next() {
-            guard let connection = connections[id] else { continue }
+        while let connection = turns.next() {
             write(connection)
         }
         if let turnHandle { uv_idle_stop(turnHandle) }

@@ -36,7 +36,7 @@ public final class Server {
     /// Event streams whose new events wait for the linger timer (`flushLingering`).
     var lingering: Set<ConnectionID> = []
     /// Subscribers whose new events wait for their turn (`writeTurns`).
-    var turns = WriteTurns()
+    var turns = WriteTurns<Connection>()
     /// Active while `turns` is not empty: the loop then polls without blocking and writes the
     /// next slice of turns on each iteration.
     var turnHandle: UnsafeMutablePointer<uv_idle_t>?
