@@ -57,6 +57,7 @@ response-before-event|Sources/DiffcastServer/Connection.swift|        guard let 
 subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            let fits = connection.unsentBytes <= policy.maximumUnsentBytes|            let fits = true|FanOutTests
 turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if taker.turnPlace == place {|            if taker.turnPlace != nil {|WriteTurnsTests
 turn-count-drifts-on-remove|Sources/DiffcastServer/WriteTurns.swift|        guard taker.turnPlace != nil else { return }\n        taker.turnPlace = nil|        taker.turnPlace = nil|WriteTurnsTests
+subscription-taken-without-its-name|Sources/DiffcastServer/Connection.swift|            guard subscriptions.keys[index] == name else { return nil }|            _ = name|FanOutTests
 parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|                queueWrite(of: taken.chunks, skipping: written, to: connection)|                queueWrite(of: taken.chunks, skipping: 0, to: connection)|DaemonTests
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|            for connection in slice { write(connection) }|            for connection in slice.dropLast() { write(connection) }|DaemonTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests

@@ -175,6 +175,22 @@ final class Connection: TurnTaking {
         }
     }
 
+    /// Moves the whole subscription to `name` from `from` to `to` (`Subscription.advance`), or
+    /// nil when the connection follows no such collection. A connection that follows one
+    /// collection, as most do, compares that name and hashes nothing: a dictionary access
+    /// hashed the name once per subscriber and version (about 1,100 instructions in all).
+    func advanceSubscription(to name: String, from: UInt64, to version: UInt64, fits: Bool) -> Subscription.Advance? {
+        let index: [String: Subscription].Index
+        if subscriptions.count == 1 {
+            index = subscriptions.startIndex
+            guard subscriptions.keys[index] == name else { return nil }
+        } else {
+            guard let found = subscriptions.index(forKey: name) else { return nil }
+            index = found
+        }
+        return subscriptions.values[index].advance(from: from, to: version, fits: fits)
+    }
+
     /// Queues the same answer to `requests` requests in turn: on a socket as one buffer of
     /// lines, on HTTP and WebSocket framed one by one.
     private func enqueue(answer: SharedBytes, requests: Int) {

@@ -110,7 +110,7 @@ final class FanOut {
         for id in ids {
             guard let connection = host.connection(id) else { continue }
             let fits = connection.unsentBytes <= policy.maximumUnsentBytes
-            switch connection.subscriptions[name]?.advance(from: from, to: to, fits: fits) {
+            switch connection.advanceSubscription(to: name, from: from, to: to, fits: fits) {
             case .advanced?:
                 queue(event, to: connection)
                 connection.releaseAnswers()

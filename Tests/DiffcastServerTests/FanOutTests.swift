@@ -76,6 +76,23 @@ import Testing
 
     private static func isEvent(_ line: String) -> Bool { line.hasPrefix("{\"event\"") }
 
+    /// A connection finds its subscription by name, whether it follows one collection (the
+    /// name compared, not hashed) or several (looked up), and none for a name it does not
+    /// follow.
+    @Test func aSubscriptionIsFoundByItsNameWithOneOrSeveral() {
+        let connection = FakeLoop().open(1)
+        connection.subscriptions["a"] = Subscription(version: 3)
+        #expect(connection.advanceSubscription(to: "b", from: 3, to: 4, fits: true) == nil)
+        #expect(connection.subscriptions["a"]?.version == 3)
+        #expect(connection.advanceSubscription(to: "a", from: 3, to: 4, fits: true) == .advanced)
+        #expect(connection.subscriptions["a"]?.version == 4)
+        connection.subscriptions["b"] = Subscription(version: 7)
+        #expect(connection.advanceSubscription(to: "c", from: 4, to: 5, fits: true) == nil)
+        #expect(connection.advanceSubscription(to: "a", from: 3, to: 5, fits: true) == .behind)
+        #expect(connection.advanceSubscription(to: "b", from: 7, to: 8, fits: true) == .advanced)
+        #expect(connection.subscriptions["a"]?.version == 4 && connection.subscriptions["b"]?.version == 8)
+    }
+
     /// Feeds a subscriber's event lines to its mirror; returns its answers.
     private static func follow(_ lines: [String], into mirror: inout CollectionMirror) throws -> [String] {
         var answers: [String] = []
