@@ -77,7 +77,9 @@ directory-collisions-merged|Sources/DiffcastCore/ItemDirectory.swift|        if 
 directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {|            if Bool(false) {|DiffcastCoreTests
 table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
 lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
-full-diff-data-unseen|Sources/DiffcastCore/ItemBuffer.swift|        return storage.withUnsafeMutablePointerToElements { $0[position].data == data }|        return true|DiffcastCoreTests
+full-diff-data-unseen|Sources/DiffcastCore/Differ.swift|{ item(rank).pointee.hasSameData(as: other) }|{ Bool(true) }|DiffcastCoreTests
+same-text-by-first-word|Sources/DiffcastCore/Identifier.swift|        if unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self) {|        if unsafeBitCast(lhs, to: (UInt64, UInt64).self).0 == unsafeBitCast(rhs, to: (UInt64, UInt64).self).0 {|DiffcastCoreTests
+runs-all-start-at-the-range|Sources/DiffcastCore/ItemList.swift|                body(position, UnsafeBufferPointer(rebasing: items[offset..<end]))|                body(range.lowerBound, UnsafeBufferPointer(rebasing: items[offset..<end]))|ItemListTests
 full-diff-claims-twice|Sources/DiffcastCore/Differ.swift|                claimed[rank] = true|                claimed[rank] = false|DiffcastCoreTests
 unmoved-sections-data-unseen|Sources/DiffcastCore/Differ.swift|            for index in new.sections.indices where old.sections[index].data != new.sections[index].data {|            for index in new.sections.indices where Bool(false) {|DiffcastCoreTests
 own-log-messages-applied-again|Sources/DiffcastEngine/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests

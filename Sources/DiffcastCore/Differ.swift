@@ -159,32 +159,30 @@ public enum Differ {
         for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
             var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
             stayCandidates.reserveCapacity(middle.count)
-            let newItems = new.sections[sectionIndex].items
-            var cursor = ItemList.Cursor(newItems, at: middle.lowerBound)
-            var ahead = ItemList.Cursor(newItems, at: min(middle.lowerBound + distance, middle.upperBound))
-            for itemIndex in middle {
-                defer { cursor.advance() }
-                if ahead.position < middle.upperBound {
-                    table.prefetch(hash: ahead.hashBits)
-                    ahead.advance()
-                }
-                let newPath = ItemPath(sectionIndex, itemIndex)
-                let id = cursor.id
-                guard let rank = table.find(hash: id.hashBits, isIdentifier: { oldItems.identifier($0, equals: id) }),
-                    !claimed[rank]
-                else {
-                    changes.inserted.append(.init(at: newPath, id: id, data: cursor.data))
-                    continue
-                }
-                claimed[rank] = true
-                let path = oldItems.path(rank)
-                if path.section == oldSectionIndex {
-                    stayCandidates.append((itemIndex, path.item))
-                } else {
-                    changes.moved.append(.init(from: path, to: newPath, id: id))
-                }
-                if !oldItems.data(rank, equals: cursor.data) {
-                    changes.updated.append(.init(at: newPath, id: id, data: cursor.data))
+            // In place: an item is copied only into the changes that list it.
+            new.sections[sectionIndex].items.forEachRun(in: middle) { start, run in
+                for offset in run.indices {
+                    if offset + distance < run.count { table.prefetch(hash: run[offset + distance].id.hashBits) }
+                    let newPath = ItemPath(sectionIndex, start + offset)
+                    guard
+                        let rank = table.find(
+                            hash: run[offset].id.hashBits,
+                            isIdentifier: { oldItems.identifier($0, equals: run[offset].id) }),
+                        !claimed[rank]
+                    else {
+                        changes.inserted.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
+                        continue
+                    }
+                    claimed[rank] = true
+                    let path = oldItems.path(rank)
+                    if path.section == oldSectionIndex {
+                        stayCandidates.append((newPath.item, path.item))
+                    } else {
+                        changes.moved.append(.init(from: path, to: newPath, id: run[offset].id))
+                    }
+                    if !oldItems.hasSameData(rank, as: run[offset]) {
+                        changes.updated.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
+                    }
                 }
             }
             guard let oldSectionIndex else { continue }
@@ -209,16 +207,21 @@ public enum Differ {
     }
 
     /// The old items a full diff matches, numbered by rank (section by section, in order): each
-    /// reached through its chunk, which is shared with the snapshot, never copied.
+    /// read in place in its chunk, which is shared with the snapshot, never copied.
     private struct OldItems {
-        /// A chunk of an old section: its items, the section and the position of its first item.
+        /// A chunk of an old section: the section, the position of its first item, and the
+        /// address of that item (a `ManagedBuffer`'s elements never move while it lives, and
+        /// `buffers` keeps it alive). Reading an item through it retains nothing, where each
+        /// read through the buffer retained it and released it again, four times per item.
         private struct Chunk {
             var section: Int
             var start: Int
-            var items: ItemBuffer
+            var base: UnsafePointer<Item>
         }
 
         private var chunks: [Chunk] = []
+        /// The buffers `chunks` point into, in the same order.
+        private var buffers: [ItemBuffer] = []
         /// Per rank: the chunk's ordinal in `chunks` and the item's offset in it.
         private var references: [(chunk: UInt32, offset: UInt32)] = []
 
@@ -232,7 +235,9 @@ public enum Differ {
                 var position = middle.lowerBound
                 while position < middle.upperBound {
                     let items = list.chunks[chunk].items
-                    chunks.append(Chunk(section: sectionIndex, start: position - offset, items: items))
+                    guard let base = items.withUnsafeBufferPointer(\.baseAddress) else { break }
+                    chunks.append(Chunk(section: sectionIndex, start: position - offset, base: base))
+                    buffers.append(items)
                     let end = min(items.count, offset + middle.upperBound - position)
                     for itemOffset in offset..<end {
                         references.append((UInt32(chunks.count - 1), UInt32(itemOffset)))
@@ -246,26 +251,20 @@ public enum Differ {
 
         var count: Int { references.count }
 
-        func id(_ rank: Int) -> Identifier {
+        private func item(_ rank: Int) -> UnsafePointer<Item> {
             let reference = references[rank]
-            return chunks[Int(reference.chunk)].items[Int(reference.offset)].id
+            return chunks[Int(reference.chunk)].base + Int(reference.offset)
         }
+
+        func id(_ rank: Int) -> Identifier { item(rank).pointee.id }
 
         /// The identifier's hash, read in place (a copy of the identifier would retain its text).
-        func hashBits(_ rank: Int) -> UInt64 {
-            let reference = references[rank]
-            return chunks[Int(reference.chunk)].items.hashBits(at: Int(reference.offset))
-        }
+        func hashBits(_ rank: Int) -> UInt64 { item(rank).pointee.id.hashBits }
 
-        func identifier(_ rank: Int, equals id: Identifier) -> Bool {
-            let reference = references[rank]
-            return chunks[Int(reference.chunk)].items.identifier(at: Int(reference.offset), equals: id)
-        }
+        func identifier(_ rank: Int, equals id: Identifier) -> Bool { item(rank).pointee.id == id }
 
-        func data(_ rank: Int, equals data: JSONText?) -> Bool {
-            let reference = references[rank]
-            return chunks[Int(reference.chunk)].items.data(at: Int(reference.offset), equals: data)
-        }
+        /// Whether the item at `rank` holds the data of `other` (an item with its identifier).
+        func hasSameData(_ rank: Int, as other: Item) -> Bool { item(rank).pointee.hasSameData(as: other) }
 
         func path(_ rank: Int) -> ItemPath {
             let reference = references[rank]

@@ -78,6 +78,12 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
 /// Byte-wise comparisons of strings, which `String`'s own operators do not offer.
 public enum UTF8Bytes {
     public static func equal(_ lhs: String, _ rhs: String) -> Bool {
+        // The same storage (or the same small string) is the same bytes, found without reading
+        // them: a snapshot's unchanged items share their strings with the version before, and
+        // a million-item diff then leaves their texts out of the cache (as `String.==` does).
+        if unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self) {
+            return true
+        }
         let left = lhs.utf8
         let right = rhs.utf8
         guard left.count == right.count else { return false }

@@ -80,18 +80,6 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         return storage.withUnsafeMutablePointerToElements { $0[position].id.hashBits }
     }
 
-    /// Whether the item at `position` has identifier `id`, compared in place.
-    func identifier(at position: Int, equals id: Identifier) -> Bool {
-        precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { $0[position].id == id }
-    }
-
-    /// Whether the item at `position` holds `data`, compared in place.
-    func data(at position: Int, equals data: JSONText?) -> Bool {
-        precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { $0[position].data == data }
-    }
-
     func withContiguousStorageIfAvailable<Result>(
         _ body: (UnsafeBufferPointer<Item>) throws -> Result
     ) rethrows -> Result? {

@@ -236,6 +236,24 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
     }
 
+    /// Calls `body` with the items at `range`, chunk by chunk, in place: each run with the
+    /// position of its first item. A walk that reads many items copies none (a copy retains
+    /// the item's texts, whose memory a long walk otherwise never touches).
+    func forEachRun(in range: Range<Int>, _ body: (_ start: Int, _ items: UnsafeBufferPointer<Item>) -> Void) {
+        guard !range.isEmpty else { return }
+        var (chunk, offset) = locate(range.lowerBound)
+        var position = range.lowerBound
+        while position < range.upperBound {
+            chunks[chunk].items.withUnsafeBufferPointer { items in
+                let end = Swift.min(items.count, offset + range.upperBound - position)
+                body(position, UnsafeBufferPointer(rebasing: items[offset..<end]))
+                position += end - offset
+            }
+            chunk += 1
+            offset = 0
+        }
+    }
+
     /// How many chunks at the start and at the end two lists share (the same identifier and
     /// revision, so the same items), found without reading an item; the two counts never
     /// overlap. The differ jumps over them: a write at one end of a long list costs the chunks

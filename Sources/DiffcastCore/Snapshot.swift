@@ -45,6 +45,12 @@ public struct Item: Hashable, Sendable {
         lhs.id == rhs.id && lhs.data == rhs.data
     }
 
+    /// Whether `other`, an item with the same identifier, holds the same data. Their token
+    /// hashes cover the data, so where they differ the data does, and neither text is read.
+    func hasSameData(as other: Item) -> Bool {
+        tokenHash == other.tokenHash && data == other.data
+    }
+
     public func hash(into hasher: inout Hasher) {
         hasher.combine(id)
         hasher.combine(tokenHash)

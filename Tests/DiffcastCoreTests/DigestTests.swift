@@ -15,6 +15,19 @@ import Testing
         #expect(Identifier(integerText: "-0") == Identifier("0"))
     }
 
+    /// Texts are equal exactly when their bytes are, whether they share storage, are small
+    /// strings kept inline, or are long ones of the same length.
+    @Test func textsAreEqualExactlyWhenTheirBytesAre() {
+        let long = String(repeating: "a", count: 40)
+        #expect(UTF8Bytes.equal(long, long))
+        #expect(UTF8Bytes.equal(long, String(repeating: "a", count: 40)))
+        #expect(!UTF8Bytes.equal(long, String(repeating: "a", count: 39) + "b"))
+        #expect(!UTF8Bytes.equal(long, String(repeating: "a", count: 41)))
+        #expect(UTF8Bytes.equal("abcdefgh1", "abcdefgh" + String(1)))
+        #expect(!UTF8Bytes.equal("abcdefgh1", "abcdefgh2"))
+        #expect(!UTF8Bytes.equal("e\u{301}", "\u{e9}"))
+    }
+
     /// D(XY) = D(X)·B^|Y| + D(Y) mod P for random token sequences split at random points,
     /// with the reference's arithmetic on one side and DigestPart on the other.
     @Test func digestsCompose() {

@@ -51,6 +51,15 @@ import Testing
                 #expect(list.position(of: id, inChunk: chunkOf[id] ?? 0) == position, "step \(step): \(id)")
             }
             #expect(list.chunks.allSatisfy { !$0.items.isEmpty && $0.items.count <= ItemList.chunkCapacity })
+            // The runs read in place cover a random range exactly, each at its position.
+            let low = Int.random(in: 0...reference.count, using: &rng)
+            let range = low..<Int.random(in: low...reference.count, using: &rng)
+            var walked: [Item] = []
+            list.forEachRun(in: range) { start, run in
+                #expect(start == range.lowerBound + walked.count && !run.isEmpty, "step \(step)")
+                walked.append(contentsOf: run)
+            }
+            #expect(walked == Array(reference[range]), "step \(step)")
             // The digest depends on the items alone, not on how the list came to hold them: kept
             // prefix digests must follow every change (refreshed now and then, as publishing does).
             #expect(list.digest == ItemList(reference).digest, "step \(step)")
