@@ -78,6 +78,9 @@ directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|        
 table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
 lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
 full-diff-data-unseen|Sources/DiffcastCore/Differ.swift|{ item(rank).pointee.hasSameData(as: other) }|{ Bool(true) }|DiffcastCoreTests
+table-position-cut-to-32-bits|Sources/DiffcastCore/IdentifierTable.swift|UInt64(position + 1)|UInt64(UInt32(truncatingIfNeeded: position + 1))|IdentifierTableTests
+table-hash-bits-ignored|Sources/DiffcastCore/IdentifierTable.swift|            if (slot & ~Self.positionMask) == (hash & ~Self.positionMask) {\n                let position|            if Bool(true) {\n                let position|IdentifierTableTests
+old-place-offset-lost|Sources/DiffcastCore/Differ.swift|            return ItemPath(chunk.section, chunk.start + (place & Self.offsetMask))|            return ItemPath(chunk.section, chunk.start)|DiffcastCoreTests
 same-text-by-first-word|Sources/DiffcastCore/Identifier.swift|        if unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self) {|        if unsafeBitCast(lhs, to: (UInt64, UInt64).self).0 == unsafeBitCast(rhs, to: (UInt64, UInt64).self).0 {|DiffcastCoreTests
 runs-all-start-at-the-range|Sources/DiffcastCore/ItemList.swift|                body(position, UnsafeBufferPointer(rebasing: items[offset..<end]))|                body(range.lowerBound, UnsafeBufferPointer(rebasing: items[offset..<end]))|ItemListTests
 full-diff-claims-twice|Sources/DiffcastCore/Differ.swift|                claimed[rank] = true|                claimed[rank] = false|DiffcastCoreTests

@@ -148,11 +148,13 @@ public enum Differ {
         let oldItems = OldItems(old, middles: oldMiddles)
         var table = IdentifierTable(capacity: oldItems.count)
         let distance = IdentifierTable.prefetchDistance
-        for rank in 0..<oldItems.count {
-            if rank + distance < oldItems.count { table.prefetch(hash: oldItems.hashBits(rank + distance)) }
-            // The identifier is copied only where the hash bits match another's.
-            _ = table.insert(hash: oldItems.hashBits(rank), at: rank) {
-                oldItems.identifier($0, equals: oldItems.id(rank))
+        oldItems.forEachRun { firstPlace, run in
+            for offset in run.indices {
+                if offset + distance < run.count { table.prefetch(hash: run[offset + distance].id.hashBits) }
+                // Identifiers are compared only where the hash bits match another's.
+                _ = table.insert(hash: run[offset].id.hashBits, at: firstPlace + offset) {
+                    oldItems.identifier($0, equals: run[offset].id)
+                }
             }
         }
         var claimed = [Bool](repeating: false, count: oldItems.count)
@@ -165,22 +167,22 @@ public enum Differ {
                     if offset + distance < run.count { table.prefetch(hash: run[offset + distance].id.hashBits) }
                     let newPath = ItemPath(sectionIndex, start + offset)
                     guard
-                        let rank = table.find(
+                        let place = table.find(
                             hash: run[offset].id.hashBits,
                             isIdentifier: { oldItems.identifier($0, equals: run[offset].id) }),
-                        !claimed[rank]
+                        case let rank = oldItems.rank(place), !claimed[rank]
                     else {
                         changes.inserted.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
                         continue
                     }
                     claimed[rank] = true
-                    let path = oldItems.path(rank)
+                    let path = oldItems.path(place)
                     if path.section == oldSectionIndex {
                         stayCandidates.append((newPath.item, path.item))
                     } else {
                         changes.moved.append(.init(from: path, to: newPath, id: run[offset].id))
                     }
-                    if !oldItems.hasSameData(rank, as: run[offset]) {
+                    if !oldItems.hasSameData(place, as: run[offset]) {
                         changes.updated.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
                     }
                 }
@@ -198,36 +200,47 @@ public enum Differ {
         }
         // What nobody claimed was removed; items of deleted sections go with their section unlisted.
         let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
-        for rank in 0..<oldItems.count where !claimed[rank] {
-            let path = oldItems.path(rank)
-            if surviving[path.section] {
-                changes.deleted.append(.init(at: path, id: oldItems.id(rank)))
+        oldItems.forEachRun { firstPlace, run in
+            for offset in run.indices where !claimed[oldItems.rank(firstPlace + offset)] {
+                let path = oldItems.path(firstPlace + offset)
+                if surviving[path.section] {
+                    changes.deleted.append(.init(at: path, id: run[offset].id))
+                }
             }
         }
     }
 
-    /// The old items a full diff matches, numbered by rank (section by section, in order): each
-    /// read in place in its chunk, which is shared with the snapshot, never copied.
+    /// The old items a full diff matches, read in place in their chunks (shared with the
+    /// snapshot, never copied). Each is named by its place: the ordinal of its chunk here and
+    /// its offset in it, in one number, so that a table slot leads straight to the item and to
+    /// its path (a table from ranks to chunks was a second cache miss per lookup); and numbered
+    /// by its rank, 0..<count in order, for the caller's tables.
     private struct OldItems {
-        /// A chunk of an old section: the section, the position of its first item, and the
-        /// address of that item (a `ManagedBuffer`'s elements never move while it lives, and
-        /// `buffers` keeps it alive). Reading an item through it retains nothing, where each
-        /// read through the buffer retained it and released it again, four times per item.
+        /// A chunk of an old section: the section, the position of its first item, the address
+        /// of that item (a `ManagedBuffer`'s elements never move while it lives, and `buffers`
+        /// keeps it alive), the offsets of the items the diff matches and the rank of the
+        /// first. Reading an item through `base` retains nothing, where each read through the
+        /// buffer retained it.
         private struct Chunk {
             var section: Int
             var start: Int
             var base: UnsafePointer<Item>
+            var offsets: Range<Int>
+            var firstRank: Int
         }
+
+        /// Bits of a place that hold the offset: a chunk holds at most `ItemList.chunkCapacity`.
+        private static let offsetBits = Int.bitWidth - (ItemList.chunkCapacity - 1).leadingZeroBitCount
+        private static let offsetMask = (1 << offsetBits) - 1
 
         private var chunks: [Chunk] = []
         /// The buffers `chunks` point into, in the same order.
         private var buffers: [ItemBuffer] = []
-        /// Per rank: the chunk's ordinal in `chunks` and the item's offset in it.
-        private var references: [(chunk: UInt32, offset: UInt32)] = []
+        /// How many items the diff matches.
+        private(set) var count = 0
 
         /// The items in `middles[section]` of each old section that has one.
         init(_ old: Snapshot, middles: [Range<Int>?]) {
-            references.reserveCapacity(middles.reduce(0) { $0 + ($1?.count ?? 0) })
             for (sectionIndex, middle) in middles.enumerated() {
                 guard let middle, !middle.isEmpty else { continue }
                 let list = old.sections[sectionIndex].items
@@ -236,12 +249,13 @@ public enum Differ {
                 while position < middle.upperBound {
                     let items = list.chunks[chunk].items
                     guard let base = items.withUnsafeBufferPointer(\.baseAddress) else { break }
-                    chunks.append(Chunk(section: sectionIndex, start: position - offset, base: base))
-                    buffers.append(items)
                     let end = min(items.count, offset + middle.upperBound - position)
-                    for itemOffset in offset..<end {
-                        references.append((UInt32(chunks.count - 1), UInt32(itemOffset)))
-                    }
+                    chunks.append(
+                        Chunk(
+                            section: sectionIndex, start: position - offset, base: base, offsets: offset..<end,
+                            firstRank: count))
+                    buffers.append(items)
+                    count += end - offset
                     position += end - offset
                     chunk += 1
                     offset = 0
@@ -249,27 +263,31 @@ public enum Differ {
             }
         }
 
-        var count: Int { references.count }
-
-        private func item(_ rank: Int) -> UnsafePointer<Item> {
-            let reference = references[rank]
-            return chunks[Int(reference.chunk)].base + Int(reference.offset)
+        /// Calls `body` with the items of each chunk in order, and the place of the first.
+        func forEachRun(_ body: (_ firstPlace: Int, _ items: UnsafeBufferPointer<Item>) -> Void) {
+            for (ordinal, chunk) in chunks.enumerated() {
+                let items = UnsafeBufferPointer(start: chunk.base + chunk.offsets.lowerBound, count: chunk.offsets.count)
+                body((ordinal << Self.offsetBits) | chunk.offsets.lowerBound, items)
+            }
         }
 
-        func id(_ rank: Int) -> Identifier { item(rank).pointee.id }
+        private func item(_ place: Int) -> UnsafePointer<Item> {
+            chunks[place >> Self.offsetBits].base + (place & Self.offsetMask)
+        }
 
-        /// The identifier's hash, read in place (a copy of the identifier would retain its text).
-        func hashBits(_ rank: Int) -> UInt64 { item(rank).pointee.id.hashBits }
+        func rank(_ place: Int) -> Int {
+            let chunk = chunks[place >> Self.offsetBits]
+            return chunk.firstRank + (place & Self.offsetMask) - chunk.offsets.lowerBound
+        }
 
-        func identifier(_ rank: Int, equals id: Identifier) -> Bool { item(rank).pointee.id == id }
+        func identifier(_ place: Int, equals id: Identifier) -> Bool { item(place).pointee.id == id }
 
-        /// Whether the item at `rank` holds the data of `other` (an item with its identifier).
-        func hasSameData(_ rank: Int, as other: Item) -> Bool { item(rank).pointee.hasSameData(as: other) }
+        /// Whether the item at `place` holds the data of `other` (an item with its identifier).
+        func hasSameData(_ place: Int, as other: Item) -> Bool { item(place).pointee.hasSameData(as: other) }
 
-        func path(_ rank: Int) -> ItemPath {
-            let reference = references[rank]
-            let chunk = chunks[Int(reference.chunk)]
-            return ItemPath(chunk.section, chunk.start + Int(reference.offset))
+        func path(_ place: Int) -> ItemPath {
+            let chunk = chunks[place >> Self.offsetBits]
+            return ItemPath(chunk.section, chunk.start + (place & Self.offsetMask))
         }
     }
 

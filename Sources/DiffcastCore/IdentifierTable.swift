@@ -1,20 +1,38 @@
+import CPrefetch
+
 /// An open-addressing hash table from identifiers to positions in a list the caller keeps.
 ///
-/// A slot is 8 bytes: 32 bits of the identifier's cached hash and the position. A table of a
-/// million identifiers is 16 MB, and a lookup reads one cache line of it; the identifiers stay
-/// in the caller's list and are compared only where the hash bits match. This is what makes a
-/// full diff cost little more than hashing each identifier once (`Dictionary<Identifier, Int>`
-/// keeps a 24-byte key and an 8-byte value per bucket, and its finds were a third of a diff).
-struct IdentifierTable {
-    private var slots: [UInt64]
+/// A slot is 8 bytes: the top 28 bits of the identifier's cached hash and the position. A table
+/// of a million identifiers is 16 MB, and a lookup reads one cache line of it; the identifiers
+/// stay in the caller's list and are compared only where the hash bits match. This is what
+/// makes a full diff cost little more than hashing each identifier once
+/// (`Dictionary<Identifier, Int>` keeps a 24-byte key and an 8-byte value per bucket, and its
+/// finds were a third of a diff).
+///
+/// Noncopyable, over memory of its own: an array's storage was retained and released around
+/// every lookup, as the caller's closure might have changed it.
+struct IdentifierTable: ~Copyable {
+    private let slots: UnsafeMutableBufferPointer<UInt64>
     private let mask: Int
+
+    /// Bits of a slot that hold the position plus one (0 marks a free slot).
+    private static let positionBits = 36
+    private static let positionMask: UInt64 = (1 << positionBits) - 1
+    /// Positions are below this: 2³⁶ - 1, so a differ's places (a chunk's ordinal and an offset
+    /// in it) fit for 134M chunks, more than any document's memory could hold.
+    static let positionLimit = Int(positionMask)
 
     /// A table for up to `capacity` identifiers, at most half full.
     init(capacity: Int) {
         var size = 8
         while size < capacity * 2 { size <<= 1 }
-        slots = Array(repeating: 0, count: size)
+        slots = .allocate(capacity: size)
+        slots.initialize(repeating: 0)
         mask = size - 1
+    }
+
+    deinit {
+        slots.deallocate()
     }
 
     /// How far ahead of a run of inserts or lookups `prefetch` should be called: enough
@@ -26,7 +44,7 @@ struct IdentifierTable {
     /// it lets the run's cache misses overlap: they were three quarters of a full diff of a
     /// million items.
     func prefetch(hash: UInt64) {
-        slots.prefetch(Int(truncatingIfNeeded: hash) & mask)
+        if let base = slots.baseAddress { dc_prefetch(base + (Int(truncatingIfNeeded: hash) & mask)) }
     }
 
     /// The position stored for the identifier with hash `hash` (`Identifier.hashBits`);
@@ -38,27 +56,28 @@ struct IdentifierTable {
         while true {
             let slot = slots[index]
             if slot == 0 { return nil }
-            if slot >> 32 == hash >> 32 {
-                let position = Int(truncatingIfNeeded: slot & 0xffff_ffff) - 1
+            if (slot & ~Self.positionMask) == (hash & ~Self.positionMask) {
+                let position = Int(truncatingIfNeeded: slot & Self.positionMask) - 1
                 if isIdentifier(position) { return position }
             }
             index = (index + 1) & mask
         }
     }
 
-    /// Stores `position` (below 2³² - 1) for the identifier with hash `hash`, unless the table
-    /// already holds it (`isIdentifier` as in `find`): then it changes nothing and returns the
-    /// position it holds.
+    /// Stores `position` (below `positionLimit`) for the identifier with hash `hash`, unless the
+    /// table already holds it (`isIdentifier` as in `find`): then it changes nothing and returns
+    /// the position it holds.
     mutating func insert(hash: UInt64, at position: Int, isIdentifier: (Int) -> Bool) -> Int? {
+        precondition(position >= 0 && position < Self.positionLimit, "identifier table position out of range")
         var index = Int(truncatingIfNeeded: hash) & mask
         while true {
             let slot = slots[index]
             if slot == 0 {
-                slots[index] = (hash >> 32) << 32 | UInt64(position + 1)
+                slots[index] = (hash & ~Self.positionMask) | UInt64(position + 1)
                 return nil
             }
-            if slot >> 32 == hash >> 32 {
-                let held = Int(truncatingIfNeeded: slot & 0xffff_ffff) - 1
+            if (slot & ~Self.positionMask) == (hash & ~Self.positionMask) {
+                let held = Int(truncatingIfNeeded: slot & Self.positionMask) - 1
                 if isIdentifier(held) { return held }
             }
             index = (index + 1) & mask
