@@ -55,6 +55,24 @@ struct ChunkTable: RandomAccessCollection, Sendable {
         return body(&pages[later >> Self.pageShift][later & (Self.pageSize - 1)])
     }
 
+    /// How many chunks after chunk 0 both tables hold in the very same pages, counted a page
+    /// at a time from the first, without reading a chunk: copies of one table share every page
+    /// neither changed, so a feed's next version shares all but its last page with the one
+    /// before, and comparing them chunk by chunk was a walk of the whole collection per version.
+    func chunksInSharedLeadingPages(with other: ChunkTable) -> Int {
+        var shared = 0
+        for (page, otherPage) in zip(pages, other.pages) {
+            let same = page.withUnsafeBufferPointer { mine in
+                otherPage.withUnsafeBufferPointer { theirs in
+                    mine.baseAddress == theirs.baseAddress && mine.count == theirs.count
+                }
+            }
+            guard same else { break }
+            shared += page.count
+        }
+        return shared
+    }
+
     mutating func append(_ chunk: ItemList.Chunk) {
         let later = count - 1
         if later < 0 {

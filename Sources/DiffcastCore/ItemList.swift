@@ -265,6 +265,10 @@ public struct ItemList: RandomAccessCollection, Sendable {
                 && chunks[index].revision == other.chunks[otherIndex].revision
         }
         var leading = 0
+        if limit > 0, same(0, 0) {
+            // Pages the two tables share hold the same chunks: those are not read one by one.
+            leading = Swift.min(limit, 1 + chunks.chunksInSharedLeadingPages(with: other.chunks))
+        }
         while leading < limit, same(leading, leading) { leading += 1 }
         var trailing = 0
         while leading + trailing < limit, same(chunks.count - 1 - trailing, other.chunks.count - 1 - trailing) {

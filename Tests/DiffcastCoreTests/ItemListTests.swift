@@ -14,6 +14,7 @@ import Testing
         list.forEachPlacement { chunkOf[$0] = $1 }
         var next = 2000
         for step in 0..<400 {
+            let before = list
             switch Int.random(in: 0..<4, using: &rng) {
             case 0:
                 let count = [1, 3, 200, 700].randomElement(using: &rng) ?? 1
@@ -51,6 +52,18 @@ import Testing
                 #expect(list.position(of: id, inChunk: chunkOf[id] ?? 0) == position, "step \(step): \(id)")
             }
             #expect(list.chunks.allSatisfy { !$0.items.isEmpty && $0.items.count <= ItemList.chunkCapacity })
+            // The chunks shared with the version before, at each end, as a walk of every chunk finds them.
+            let shared = list.sharedChunks(with: before)
+            let limit = min(list.chunks.count, before.chunks.count)
+            let same = { (index: Int, otherIndex: Int) in
+                (list.chunks[index].id, list.chunks[index].revision)
+                    == (before.chunks[otherIndex].id, before.chunks[otherIndex].revision)
+            }
+            let leading = (0..<limit).first { !same($0, $0) } ?? limit
+            let trailing =
+                (0..<(limit - leading)).first { !same(list.chunks.count - 1 - $0, before.chunks.count - 1 - $0) }
+                ?? limit - leading
+            #expect(shared.leading == leading && shared.trailing == trailing, "step \(step)")
             // The runs read in place cover a random range exactly, each at its position.
             let low = Int.random(in: 0...reference.count, using: &rng)
             let range = low..<Int.random(in: low...reference.count, using: &rng)
