@@ -266,8 +266,8 @@ public enum Differ {
         /// Calls `body` with the items of each chunk in order, and the place of the first.
         func forEachRun(_ body: (_ firstPlace: Int, _ items: UnsafeBufferPointer<Item>) -> Void) {
             for (ordinal, chunk) in chunks.enumerated() {
-                let items = UnsafeBufferPointer(start: chunk.base + chunk.offsets.lowerBound, count: chunk.offsets.count)
-                body((ordinal << Self.offsetBits) | chunk.offsets.lowerBound, items)
+                let first = chunk.offsets.lowerBound
+                body((ordinal << Self.offsetBits) | first, UnsafeBufferPointer(start: chunk.base + first, count: chunk.offsets.count))
             }
         }
 
