@@ -267,7 +267,9 @@ public enum Differ {
         func forEachRun(_ body: (_ firstPlace: Int, _ items: UnsafeBufferPointer<Item>) -> Void) {
             for (ordinal, chunk) in chunks.enumerated() {
                 let first = chunk.offsets.lowerBound
-                body((ordinal << Self.offsetBits) | first, UnsafeBufferPointer(start: chunk.base + first, count: chunk.offsets.count))
+                body(
+                    (ordinal << Self.offsetBits) | first,
+                    UnsafeBufferPointer(start: chunk.base + first, count: chunk.offsets.count))
             }
         }
 
