@@ -235,6 +235,30 @@ final class Connection: TurnTaking {
     /// Whether everything queued is events (a client waiting for an answer is written at once).
     var queuesOnlyEvents: Bool { !holdsAnswer }
 
+    /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue
+    /// keeps its storage, where handing it to each write made the next event allocate another.
+    func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
+        body(outbound.prefix(limit))
+    }
+
+    /// Forgets the first `count` queued buffers, `bytes` in all, which the kernel took whole.
+    func dropWritten(_ count: Int, bytes: Int) {
+        if count == outbound.count {
+            // Room for a few dozen events is kept; more goes (a burst would hold it for good).
+            if outbound.capacity > Self.keptQueueCapacity {
+                outbound = []
+            } else {
+                outbound.removeAll(keepingCapacity: true)
+            }
+            holdsAnswer = false
+        } else {
+            outbound.removeFirst(count)
+        }
+        outboundBytes -= bytes
+    }
+
+    private static let keptQueueCapacity = 64
+
     /// Takes up to `limit` queued buffers for one vectored write.
     func takeOutbound(limit: Int) -> [SharedBytes] {
         let taken: [SharedBytes]

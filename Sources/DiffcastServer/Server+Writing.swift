@@ -185,21 +185,23 @@ extension Server {
     /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     func startWrite(_ connection: Connection) {
         while !connection.isWriting, connection.hasOutbound, !connection.isClosing {
-            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
-            let total = WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0)
+            let (count, total) = connection.withQueued(limit: Self.buffersPerWrite) { chunks in
+                (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
+            }
             let written = writeBuffers.withUnsafeBufferPointer { buffers in
                 uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
             }
             if Int(written) == total {
-                connection.writeFinished(bytes: total)
+                connection.dropWritten(count, bytes: total)
                 fanOut.requestCatchUpsIfDrained(connection)
                 continue
             }
             guard written >= 0 || written == UV_EAGAIN.rawValue else {
-                connection.writeFinished(bytes: total)
                 close(connection)
                 return
             }
+            // What the kernel did not take is kept alive by the `uv_write` that finishes it.
+            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
             let taken = Int(max(written, 0))
             connection.sent(bytes: taken)
             queueWrite(of: chunks, skipping: taken, to: connection)
@@ -272,14 +274,18 @@ enum WriteBuffers {
 
     /// Replaces `buffers` with the bytes of `chunks` after the first `skipped`, and returns
     /// how many bytes they describe.
-    static func fill(_ buffers: inout [uv_buf_t], with chunks: [SharedBytes], skipping skipped: Int) -> Int {
+    static func fill(
+        _ buffers: inout [uv_buf_t], with chunks: some Collection<SharedBytes>, skipping skipped: Int
+    ) -> Int {
         buffers.removeAll(keepingCapacity: true)
         return append(chunks, skipping: skipped, to: &buffers)
     }
 
     /// Appends to `buffers` the bytes of `chunks` after the first `skipped`, and returns how many
     /// bytes they describe.
-    static func append(_ chunks: [SharedBytes], skipping skipped: Int, to buffers: inout [uv_buf_t]) -> Int {
+    static func append(
+        _ chunks: some Collection<SharedBytes>, skipping skipped: Int, to buffers: inout [uv_buf_t]
+    ) -> Int {
         var toSkip = skipped
         var total = 0
         for chunk in chunks {
