@@ -217,10 +217,10 @@ public enum Differ {
     /// by its rank, 0..<count in order, for the caller's tables.
     private struct OldItems {
         /// A chunk of an old section: the section, the position of its first item, the address
-        /// of that item (a `ManagedBuffer`'s elements never move while it lives, and `buffers`
-        /// keeps it alive), the offsets of the items the diff matches and the rank of the
-        /// first. Reading an item through `base` retains nothing, where each read through the
-        /// buffer retained it.
+        /// of that item, the offsets of the items the diff matches and the rank of the first.
+        /// The address stays valid while the snapshot does (a `ManagedBuffer`'s elements never
+        /// move), and the diff borrows the old snapshot throughout. Reading an item through
+        /// `base` retains nothing, where each read through the buffer retained it.
         private struct Chunk {
             var section: Int
             var start: Int
@@ -234,12 +234,11 @@ public enum Differ {
         private static let offsetMask = (1 << offsetBits) - 1
 
         private var chunks: [Chunk] = []
-        /// The buffers `chunks` point into, in the same order.
-        private var buffers: [ItemBuffer] = []
         /// How many items the diff matches.
         private(set) var count = 0
 
-        /// The items in `middles[section]` of each old section that has one.
+        /// The items in `middles[section]` of each old section that has one; `old` must outlive
+        /// this value.
         init(_ old: Snapshot, middles: [Range<Int>?]) {
             for (sectionIndex, middle) in middles.enumerated() {
                 guard let middle, !middle.isEmpty else { continue }
@@ -254,7 +253,6 @@ public enum Differ {
                         Chunk(
                             section: sectionIndex, start: position - offset, base: base, offsets: offset..<end,
                             firstRank: count))
-                    buffers.append(items)
                     count += end - offset
                     position += end - offset
                     chunk += 1
