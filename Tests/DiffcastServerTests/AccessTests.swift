@@ -57,27 +57,13 @@ import Testing
         let daemon = try Daemon(arguments: ["--config", file.path])
         chmod(daemon.socketPath, 0o666)
         chmod(daemon.directory.path, 0o755)
-        let netcat = Process()
-        netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", daemon.socketPath]
-        let input = Pipe()
-        let output = Pipe()
-        netcat.standardInput = input
-        netcat.standardOutput = output
-        try netcat.run()
-        defer {
-            // SIGKILL: the nc the test runner starts ignores SIGTERM.
-            kill(netcat.processIdentifier, SIGKILL)
-            netcat.waitUntilExit()
-        }
-        let reader = LineReader(output.fileHandleForReading)
+        let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 65534)
         var attempt = 0
         func errorCodeOfAWrite() throws -> String? {
             attempt += 1
-            let line = #"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n"
-            input.fileHandleForWriting.write(Data(line.utf8))
+            netcat.send(#"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n")
             while true {
-                let response = try reader.next()
+                let response = try netcat.reader.next()
                 if response["ok"] != nil { return response["error"]?["code"]?.string }
             }
         }
@@ -96,23 +82,14 @@ import Testing
     /// The responses (events left out) to `lines` sent with `nc -U` by uid 65534, a peer that
     /// no list names.
     static func responsesToNobody(_ lines: [String], on daemon: Daemon) throws -> [JSONValue] {
-        let netcat = Process()
-        netcat.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        netcat.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "nc", "-U", "-N", daemon.socketPath]
-        let input = Pipe()
-        let output = Pipe()
-        netcat.standardInput = input
-        netcat.standardOutput = output
-        try netcat.run()
-        input.fileHandleForWriting.write(Data(lines.map { $0 + "\n" }.joined().utf8))
-        try input.fileHandleForWriting.close()
-        let reader = LineReader(output.fileHandleForReading)
+        let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 65534, options: ["-N"])
+        netcat.send(lines.map { $0 + "\n" }.joined())
+        try netcat.closeInput()
         var responses: [JSONValue] = []
         while responses.count < lines.count {
-            let line = try reader.next()
+            let line = try netcat.reader.next()
             if line["ok"] != nil { responses.append(line) }
         }
-        netcat.waitUntilExit()
         return responses
     }
 

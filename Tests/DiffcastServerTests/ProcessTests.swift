@@ -11,19 +11,9 @@ import Testing
 @Suite(.serialized) struct ProcessTests {
     @Test func netcatSubscribesAndReceivesChangesets() throws {
         let daemon = try Daemon()
-        let netcat = Process()
-        netcat.executableURL = URL(fileURLWithPath: "/bin/sh")
-        netcat.arguments = ["-c", "command -v nc >/dev/null || exit 127; exec nc -U \"$0\"", daemon.socketPath]
-        let input = Pipe()
-        let output = Pipe()
-        netcat.standardInput = input
-        netcat.standardOutput = output
-        try netcat.run()
-        defer {
-            if netcat.isRunning { netcat.terminate() }
-        }
-        input.fileHandleForWriting.write(Data("subscribe feed\n".utf8))
-        let reader = LineReader(output.fileHandleForReading)
+        let netcat = try NetcatSession(socketPath: daemon.socketPath)
+        netcat.send("subscribe feed\n")
+        let reader = netcat.reader
         var lines = try (0..<2).map { _ in try reader.next() }
         #expect(lines.contains { $0["event"] == .string("snapshot") })
         let publisher = try Client(path: daemon.socketPath)
@@ -31,7 +21,7 @@ import Testing
         lines = [try reader.next()]
         #expect(lines[0]["event"] == .string("changeset"))
         #expect(lines[0]["items"]?["inserted"]?.array.count == 1)
-        input.fileHandleForWriting.write(Data("ping\n".utf8))
+        netcat.send("ping\n")
         #expect(try reader.next()["op"] == .string("ping"))
     }
 
@@ -85,6 +75,47 @@ import Testing
         daemon.process.waitUntilExit()
         #expect(daemon.process.terminationStatus != 0)
         #expect(daemon.log().contains("longer than"))
+    }
+}
+
+/// `nc -U` on the daemon's socket, as a shell user meets it, or as another uid (through
+/// `setpriv`): its input, and a reader of its output. The session kills nc when it goes, with
+/// SIGKILL: the nc the test runner starts ignores SIGTERM.
+final class NetcatSession {
+    private let process = Process()
+    private let input = Pipe()
+    let reader: LineReader
+
+    /// `options` go to nc before the socket's path (`-N`: shut the socket down for writing
+    /// once the input is closed).
+    init(socketPath: String, asUser uid: UInt32? = nil, options: [String] = []) throws {
+        if let uid {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments =
+                ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "nc", "-U"] + options + [socketPath]
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments =
+                ["-c", "command -v nc >/dev/null || exit 127; exec nc -U \"$@\"", "nc"] + options + [socketPath]
+        }
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        reader = LineReader(output.fileHandleForReading)
+        try process.run()
+    }
+
+    func send(_ text: String) {
+        input.fileHandleForWriting.write(Data(text.utf8))
+    }
+
+    func closeInput() throws {
+        try input.fileHandleForWriting.close()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
     }
 }
 
