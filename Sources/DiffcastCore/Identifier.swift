@@ -81,7 +81,10 @@ public enum UTF8Bytes {
         // The same storage (or the same small string) is the same bytes, found without reading
         // them: a snapshot's unchanged items share their strings with the version before, and
         // a million-item diff then leaves their texts out of the cache (as `String.==` does).
-        if unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self) {
+        // A 64-bit platform's `String` is two words; elsewhere the bytes decide.
+        if MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size,
+            unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
+        {
             return true
         }
         let left = lhs.utf8
