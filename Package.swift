@@ -23,7 +23,7 @@ let package = Package(
             targets: [
                 "DiffcastWire", "DiffcastClient", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastServer",
                 "DiffcastBackbone",
-                "DiffcastConfiguration",
+                "DiffcastConfiguration", "DiffcastAccess",
             ]
         ),
     ],
@@ -36,6 +36,11 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         // Prometheus text for --metrics (counters, gauges, histograms; thread-safe).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Capability tokens (contract 4): JWS signatures checked and made by a kept JOSE
+        // library on swift-crypto (HS256, RS256, ES256, EdDSA), never by hand.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // base64url of token parts and `oct` keys (what JWTKit itself decodes with).
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
     ],
     targets: [
         .systemLibrary(
@@ -81,13 +86,22 @@ let package = Package(
                 "DiffcastCore", "DiffcastWire", "DiffcastEngine", .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Who may do what (contract 4): key sets, token verification, the one decision every
+        // transport asks, the throttle on failed tokens, and minting tokens for scripts.
+        .target(
+            name: "DiffcastAccess",
+            dependencies: [
+                "DiffcastWire", .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+            ]
+        ),
         // The libuv edge: listeners, connections and their transports, the apply queue's thread,
         // fan-out to subscribers, supervision (systemd, SIGHUP, metrics).
         .target(
             name: "DiffcastServer",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "CLibUV",
-                "CSystem",
+                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastAccess",
+                "CLibUV", "CSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -104,7 +118,8 @@ let package = Package(
         .target(
             name: "DiffcastConfiguration",
             dependencies: [
-                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", .product(name: "Yams", package: "Yams"),
+                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastAccess",
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -121,7 +136,8 @@ let package = Package(
         .executableTarget(
             name: "diffcast",
             dependencies: [
-                "DiffcastClient", "CBuildInfo", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DiffcastClient", "DiffcastAccess", "CBuildInfo",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
@@ -153,6 +169,7 @@ let package = Package(
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
         .testTarget(name: "DiffcastHTTPTests", dependencies: ["DiffcastHTTP"]),
+        .testTarget(name: "DiffcastAccessTests", dependencies: ["DiffcastAccess", "DiffcastWire"]),
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [

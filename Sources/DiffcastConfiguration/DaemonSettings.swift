@@ -1,5 +1,7 @@
+import DiffcastAccess
 import DiffcastEngine
 import DiffcastServer
+import DiffcastWire
 import DiffcastStorage
 import Logging
 import Yams
@@ -35,6 +37,13 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var backboneOwner = true
     public var backboneReplicas = 3
     public var backboneSnapshotEvery = 1000
+    public var authKeys: String?
+    public var authAudience: String?
+    public var authIssuer: String?
+    public var authLeewayS = 5
+    /// The `diffcast` claim of clients that present nothing, as JSON text.
+    public var authAnonymous: String?
+    public var maxConnectionsPerSubject = 100
 
     public init() {}
 
@@ -48,6 +57,9 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms", ioThreads = "io_threads"
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
+        case authKeys = "auth_keys", authAudience = "auth_audience", authIssuer = "auth_issuer"
+        case authLeewayS = "auth_leeway_s", authAnonymous = "auth_anonymous"
+        case maxConnectionsPerSubject = "max_connections_per_subject"
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -86,6 +98,18 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         backboneReplicas = try file.decodeIfPresent(Int.self, forKey: .backboneReplicas) ?? defaults.backboneReplicas
         backboneSnapshotEvery =
             try file.decodeIfPresent(Int.self, forKey: .backboneSnapshotEvery) ?? defaults.backboneSnapshotEvery
+        authKeys = try file.decodeIfPresent(String.self, forKey: .authKeys)
+        authAudience = try file.decodeIfPresent(String.self, forKey: .authAudience)
+        authIssuer = try file.decodeIfPresent(String.self, forKey: .authIssuer)
+        authLeewayS = try file.decodeIfPresent(Int.self, forKey: .authLeewayS) ?? defaults.authLeewayS
+        // A YAML mapping ({read: [public.>]}) or its JSON text.
+        if let claim = try? file.decodeIfPresent(RightsYAML.self, forKey: .authAnonymous) {
+            authAnonymous = claim.json
+        } else {
+            authAnonymous = try file.decodeIfPresent(String.self, forKey: .authAnonymous)
+        }
+        maxConnectionsPerSubject =
+            try file.decodeIfPresent(Int.self, forKey: .maxConnectionsPerSubject) ?? defaults.maxConnectionsPerSubject
     }
 
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
@@ -113,6 +137,31 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         } catch {
             throw SettingsError("\(path): \(error)")
         }
+    }
+}
+
+/// `auth_anonymous` written as a YAML mapping, turned into the claim's JSON text.
+struct RightsYAML: Decodable {
+    let json: String
+
+    private enum Keys: String, CodingKey, CaseIterable {
+        case read, write, drop, admin
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Keys.self)
+        var members: [JSONValue.Member] = []
+        for key in [Keys.read, .write, .drop] {
+            if let patterns = try container.decodeIfPresent([String].self, forKey: key) {
+                members.append(.init(key.rawValue, .array(patterns.map(JSONValue.string))))
+            }
+        }
+        if let admin = try container.decodeIfPresent(Bool.self, forKey: .admin) {
+            members.append(.init("admin", .bool(admin)))
+        }
+        var output = JSONOutput()
+        output.append(.object(members))
+        json = String(decoding: output.bytes, as: UTF8.self)
     }
 }
 
@@ -179,10 +228,19 @@ public struct ValidatedSettings: Sendable {
             throw SettingsError("metrics: expected HOST:PORT (e.g. 127.0.0.1:9464), got '\(address)'")
         }
         for (key, address) in [("tcp", settings.tcp), ("http", settings.http)] {
-            guard let address, settings.tcpToken == nil, !Self.isLoopback(address) else { continue }
+            guard let address, settings.tcpToken == nil, settings.authKeys == nil, !Self.isLoopback(address) else {
+                continue
+            }
             throw SettingsError(
-                "\(key): '\(address)' is reachable from other machines and no tcp_token is set: anyone could read "
-                    + "and write; set tcp_token (--tcp-token) or listen on a loopback address (127.0.0.1, [::1])")
+                "\(key): '\(address)' is reachable from other machines and neither tcp_token nor auth_keys is set: "
+                    + "anyone could read and write; set auth_keys (--auth-keys) or tcp_token (--tcp-token), or listen "
+                    + "on a loopback address (127.0.0.1, [::1])")
+        }
+        guard (0...3600).contains(settings.authLeewayS) else {
+            throw SettingsError("auth_leeway_s: 0 to 3600, got \(settings.authLeewayS)")
+        }
+        guard settings.maxConnectionsPerSubject >= 1 else {
+            throw SettingsError("max_connections_per_subject: at least 1, got \(settings.maxConnectionsPerSubject)")
         }
         if let backbone = settings.backbone {
             let servers = backbone.split(separator: ",").map { $0.trimmingPrefix(" ") }.map(String.init)
@@ -222,6 +280,25 @@ public struct ValidatedSettings: Sendable {
         } catch {
             throw SettingsError("publishers/subscribers: \(error)")
         }
+        if let path = settings.authKeys {
+            do {
+                server.tokenVerifier = TokenVerifier(
+                    keys: try KeySet.load(path: path), audience: settings.authAudience, issuer: settings.authIssuer,
+                    leewaySeconds: Double(settings.authLeewayS))
+            } catch {
+                throw SettingsError("auth_keys: \(error)")
+            }
+        } else if settings.authAudience != nil || settings.authIssuer != nil {
+            throw SettingsError("auth_audience and auth_issuer need auth_keys (the key set tokens are verified with)")
+        }
+        if let anonymous = settings.authAnonymous {
+            do {
+                server.anonymousRights = try Rights(claimText: anonymous)
+            } catch {
+                throw SettingsError("auth_anonymous: \(error) (expected e.g. {\"read\": [\"public.>\"]})")
+            }
+        }
+        server.maximumConnectionsPerSubject = settings.maxConnectionsPerSubject
         var store = StateStore.Options()
         store.sync = sync
         store.syncIntervalMilliseconds = settings.syncIntervalMs

@@ -143,8 +143,12 @@ public final class ApplyEngine {
                 request, address,
                 .state(
                     collection: name, epoch: state.epoch, version: state.version, state.document.snapshot, window: nil))
-        case .subscribe(let name, let since, let epoch, let window):
+        case .subscribe(let name, let since, let epoch, let window, let createsMissing):
             publishOpenBatch(of: name)
+            if !createsMissing && existing(name) == nil {
+                // A holder that may only read a collection does not bring it into being.
+                return fail(request, address, .unknownCollection(name))
+            }
             if collections[name] == nil && isAtCollectionLimit {
                 return fail(
                     request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
@@ -168,9 +172,9 @@ public final class ApplyEngine {
             journal(.drop(collection: name))
             outcomes.append(.dropped(collection: name))
             answer(request, address)
-        case .list:
+        case .list(let readable):
             publishAllOpenBatches()
-            let rows = collections.filter(\.exists).sorted { $0.name < $1.name }.map { state in
+            let rows = collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted { $0.name < $1.name }.map { state in
                 CollectionRow(
                     name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
                     items: state.document.itemCount, subscribers: 0)
@@ -193,9 +197,10 @@ public final class ApplyEngine {
     public func changesLog(_ command: Command) -> Bool {
         switch command {
         case .write, .drop: true
-        case .subscribe(let name, _, _, let window):
-            // An anchor cannot be in a collection that does not exist: that subscribe is refused.
-            existing(name) == nil && window?.anchor == nil
+        case .subscribe(let name, _, _, let window, let createsMissing):
+            // An anchor cannot be in a collection that does not exist: that subscribe is refused,
+            // and so is one that may not create it.
+            createsMissing && existing(name) == nil && window?.anchor == nil
         default: false
         }
     }

@@ -35,7 +35,12 @@ public struct HTTPResponse: Equatable, Sendable {
     /// or streams until the connection closes (an event stream).
     public static func streamingHead(status: Int, contentType: String, chunked: Bool, corsOrigin: String?) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(reason(status))\r\nContent-Type: \(contentType)\r\n"
-        head += chunked ? "Transfer-Encoding: chunked\r\n" : "Cache-Control: no-cache\r\nConnection: keep-alive\r\n"
+        // An event stream tells proxies not to buffer it (nginx holds a buffered response back
+        // until the buffer fills: an SSE page would see nothing).
+        head +=
+            chunked
+            ? "Transfer-Encoding: chunked\r\n"
+            : "Cache-Control: no-cache\r\nConnection: keep-alive\r\nX-Accel-Buffering: no\r\n"
         head += corsHeaders(corsOrigin)
         return Array((head + "\r\n").utf8)
     }
@@ -58,6 +63,7 @@ public struct HTTPResponse: Equatable, Sendable {
         case 409: "Conflict"
         case 413: "Content Too Large"
         case 426: "Upgrade Required"
+        case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
         case 503: "Service Unavailable"
         default: "Status"

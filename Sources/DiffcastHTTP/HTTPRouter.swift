@@ -18,18 +18,25 @@ public enum HTTPRoute: Equatable, Sendable {
 }
 
 /// Maps HTTP requests to the protocol (`/v1/...`), the inspector page and the JavaScript
-/// client, and applies the front end's access rules: the token (`Authorization: Bearer`, or
-/// `?token=` where a browser cannot set headers: EventSource, WebSocket) and the origins allowed
-/// to call from other pages (CORS; the WebSocket `Origin`). It holds no state.
+/// client, and applies the origins allowed to call from other pages (CORS; the WebSocket
+/// `Origin`). The token a request presents (`presentedToken`) is judged by the server, as on
+/// every transport. It holds no state.
 public struct HTTPRouter: Sendable {
-    /// When set, every `/v1/` request but the script must present it.
-    public var token: String?
     /// Origins that pages may call from (`*`: any); the daemon's own pages always may.
     public var allowedOrigins: [String]
 
-    public init(token: String?, allowedOrigins: [String]) {
-        self.token = token
+    public init(allowedOrigins: [String]) {
         self.allowedOrigins = allowedOrigins
+    }
+
+    /// The token a request presents: `Authorization: Bearer TOKEN`, else `?token=TOKEN` (where a
+    /// browser cannot set headers: EventSource, WebSocket); nil when it presents none.
+    public static func presentedToken(_ request: HTTPRequest) -> String? {
+        if let value = request.header("authorization") {
+            let scheme = value.prefix(7)
+            if scheme.lowercased() == "bearer " { return String(value.dropFirst(7)) }
+        }
+        return request.query["token"]
     }
 
     /// The `Access-Control-Allow-Origin` value for a request: its origin when allowed.
@@ -77,7 +84,6 @@ public struct HTTPRouter: Sendable {
             break
         }
         guard path.hasPrefix("/v1/") else { return .respond(.error(404, code: "not_found", "no such page: \(path)")) }
-        if let refusal = checkToken(request) { return .respond(refusal) }
         let segments = path.dropFirst(4).split(separator: "/", omittingEmptySubsequences: false)
         switch (request.method, segments.count, segments.first) {
         case ("GET", 1, "collections"):
@@ -187,21 +193,6 @@ public struct HTTPRouter: Sendable {
     }
 
     // MARK: - Access
-
-    private func checkToken(_ request: HTTPRequest) -> HTTPResponse? {
-        guard let token else { return nil }
-        let presented =
-            request.header("authorization").flatMap { value -> String? in
-                value.hasPrefix("Bearer ") ? String(value.dropFirst(7)) : nil
-            } ?? request.query["token"]
-        guard let presented, Self.constantTimeEqual(presented, token) else {
-            return .error(
-                401, code: "unauthorized",
-                "this endpoint takes the daemon's token (--tcp-token): 'Authorization: Bearer TOKEN', or ?token=TOKEN",
-                headers: ["WWW-Authenticate: Bearer"])
-        }
-        return nil
-    }
 
     private func isSameOrigin(_ request: HTTPRequest) -> Bool {
         guard let origin = request.header("origin"), let host = request.header("host") else { return false }

@@ -1,4 +1,5 @@
 import CLibUV
+import DiffcastAccess
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
@@ -16,22 +17,16 @@ final class Connection: TurnTaking {
     var transport: Transport = .lines
     /// Subscriptions of this connection by collection name.
     var subscriptions: [String: Subscription] = [:]
-    /// Whether the peer may publish: false until a TCP client authenticates, when a token is set.
-    var isAuthenticated: Bool
+    /// What the peer presented and may do (SPEC.md "Scoped access"), decided when it connects,
+    /// at `auth`, on each HTTP request, at a token's expiry and at a reload: not per request.
+    var holder = Holder(.anonymous, anonymous: .none)
     /// Who the peer is, for Unix sockets.
     var peer: PeerCredentials?
+    /// The peer's address (`IP:PORT` over TCP, `uid N` on the Unix socket), for logs and for
+    /// slowing down refused tokens.
+    var peerAddress = ""
     /// Its place in the server's `WriteTurns`, while it waits there.
     var turnPlace: Int?
-    /// What the access lists let the peer do, worked out when it connects and again at a
-    /// reload: not per request, where reading the lists copied them.
-    var access = Access(mayWrite: false, mayRead: false)
-
-    struct Access {
-        /// Writes and `drop` (the publishers list).
-        var mayWrite: Bool
-        /// `get`, `subscribe`, `window`, `list`, `stats` (the subscribers list).
-        var mayRead: Bool
-    }
 
     private(set) var nextSlot: UInt64 = 0
     private var nextSlotToSend: UInt64 = 0
@@ -50,12 +45,11 @@ final class Connection: TurnTaking {
 
     let isTCP: Bool
 
-    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, isAuthenticated: Bool, isTCP: Bool) {
+    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, isTCP: Bool) {
         self.id = id
         self.isTCP = isTCP
         self.handle = handle
         self.framer = LineFramer(maximumLineBytes: maximumLineBytes)
-        self.isAuthenticated = isAuthenticated
     }
 
     /// Bytes queued or being written but not yet taken by the kernel.
@@ -339,6 +333,8 @@ struct HTTPExchange {
     var part: Part
     var keepAlive: Bool
     var corsOrigin: String?
+    /// Whether the request presented a valid token: a refusal is then 403, else 401.
+    var presentedToken = true
 
     /// The connection closes after this answer.
     var closesConnection: Bool {
@@ -355,7 +351,11 @@ struct HTTPExchange {
             return body
         case .only:
             let status = answer.withUnsafeBytes(HTTPResponse.status(ofAnswer:))
-            return HTTPResponse(status: status, body: body).encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)
+            guard status == 403, !presentedToken else {
+                return HTTPResponse(status: status, body: body).encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)
+            }
+            return HTTPResponse(status: 401, body: body, headers: ["WWW-Authenticate: Bearer"])
+                .encoded(keepAlive: keepAlive, corsOrigin: corsOrigin)
         case .batchPart(let first, let last):
             var bytes =
                 first

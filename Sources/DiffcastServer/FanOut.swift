@@ -260,6 +260,16 @@ final class FanOut {
         }
     }
 
+    /// Ends a subscription its holder may no longer read: `revoked` is its last event.
+    func revoke(_ connection: Connection, from name: String, message: String) {
+        guard connection.subscriptions[name] != nil else { return }
+        removeSubscription(of: connection, to: name, tellingTheEngine: true)
+        let event = FramedEvent(
+            SharedBytes(WireEncoder.revokedEvent(collection: name, message: message)), webSocketFramer: webSocketFramer)
+        queue(event, to: connection)
+        connection.releaseAnswers()
+    }
+
     /// Ends every subscription of a connection that is going away.
     func removeSubscriptions(of connection: Connection) {
         for name in Array(connection.subscriptions.keys) {

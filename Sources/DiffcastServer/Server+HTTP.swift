@@ -1,4 +1,5 @@
 import CLibUV
+import DiffcastAccess
 import DiffcastEngine
 import DiffcastHTTP
 import DiffcastWire
@@ -49,10 +50,20 @@ extension Server {
     }
 
     private func serve(_ request: HTTPRequest, on connection: Connection) {
-        let router = HTTPRouter(token: configuration.tcpToken, allowedOrigins: configuration.httpOrigins)
+        let router = HTTPRouter(allowedOrigins: configuration.httpOrigins)
         let metricsOnly = connection.servesMetricsOnly
         let cors = metricsOnly ? nil : router.corsOrigin(for: request)
-        switch metricsOnly ? HTTPRouter.metricsRoute(request) : router.route(request) {
+        let route = metricsOnly ? HTTPRouter.metricsRoute(request) : router.route(request)
+        switch route {
+        case .requests, .eventStream, .webSocket:
+            if let refusal = presentCredential(of: request, on: connection) {
+                respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
+                return needsWrite(connection)
+            }
+        case .respond, .metrics:
+            break
+        }
+        switch route {
         case .metrics:
             refreshMetricGauges?()
             let body = metrics?.exposition() ?? []
@@ -65,10 +76,17 @@ extension Server {
             for (index, line) in lines.enumerated() {
                 let part: HTTPExchange.Part =
                     batch ? .batchPart(first: index == 0, last: index == lines.count - 1) : .only
-                run(line, on: connection, as: HTTPExchange(part: part, keepAlive: request.keepAlive, corsOrigin: cors))
+                let exchange = HTTPExchange(
+                    part: part, keepAlive: request.keepAlive, corsOrigin: cors,
+                    presentedToken: connection.holder.presentedToken)
+                run(line, on: connection, as: exchange)
             }
         case .eventStream(let subscribe):
             guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
+            if let refusal = streamRefusal(subscribe, on: connection) {
+                respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
+                return needsWrite(connection)
+            }
             connection.enqueue(
                 SharedBytes(
                     HTTPResponse.streamingHead(
@@ -90,6 +108,44 @@ extension Server {
             sendWithoutDelay(connection)
         }
         needsWrite(connection)
+    }
+
+    /// Takes the credential an HTTP request presents for the connection (verified once: a
+    /// keep-alive connection that presents the same token again keeps it), or the 401 (429
+    /// past the per-holder limit) that refuses it.
+    private func presentCredential(of request: HTTPRequest, on connection: Connection) -> HTTPResponse? {
+        guard let token = HTTPRouter.presentedToken(request) else {
+            let credential: Credential = listenersRequireCredentials ? .anonymous : .everything
+            _ = setCredential(credential, on: connection, reason: "a request presented no token")
+            return nil
+        }
+        if case .token(let held) = connection.holder.credential, held.text == token { return nil }
+        let failure: AuthRefusal
+        switch credential(presenting: token, on: connection) {
+        case .success(let credential):
+            guard let refusal = setCredential(credential, on: connection, reason: "another token was presented")
+            else { return nil }
+            failure = refusal
+        case .failure(let refusal):
+            failure = refusal
+        }
+        logDenial(op: "auth", collection: nil, reason: failure.message, on: connection)
+        if failure.isLimit { return .error(429, code: "limit_exceeded", failure.message) }
+        return .error(
+            401, code: "unauthorized", failure.message, headers: [#"WWW-Authenticate: Bearer error="invalid_token""#])
+    }
+
+    /// An event stream its holder may not read is refused with a status (401 or 403) before the
+    /// stream starts; what else is wrong with it is answered as an `error` event.
+    private func streamRefusal(_ line: [UInt8], on connection: Connection) -> HTTPResponse? {
+        guard let request = try? line.withUnsafeBufferPointer({ try parser.parse($0, reusing: &parseWorkspace) }),
+            let refusal = connection.holder.refusal(of: request.command, op: request.op)
+        else { return nil }
+        logDenial(op: request.op, collection: refusal.collection, reason: refusal.message, on: connection)
+        let presented = connection.holder.presentedToken
+        return .error(
+            presented ? 403 : 401, code: "unauthorized", refusal.message,
+            headers: presented ? [] : ["WWW-Authenticate: Bearer"])
     }
 
     /// A response the router made, in its turn among the connection's answers.

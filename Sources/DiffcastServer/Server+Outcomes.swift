@@ -61,6 +61,8 @@ extension Server {
                 ("catch_ups", fanOut.counters.catchUps),
                 ("slow_disconnects", fanOut.counters.slowDisconnects),
                 ("log_syncs", applied.logSyncs),
+                ("denials", counters.denials),
+                ("auth_failures", counters.authFailures),
             ],
             backbone: applied.backbone.map { backbone in
                 (

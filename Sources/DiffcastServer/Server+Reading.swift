@@ -1,4 +1,5 @@
 import CLibUV
+import DiffcastAccess
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
@@ -14,7 +15,6 @@ extension Server {
     /// Takes an accepted stream: a line client, or with `http` one of the HTTP front end (`.api`)
     /// or of the metrics listener (`.metrics`).
     func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, http: HTTPRole? = nil) {
-        let isHTTP = http != nil
         lastConnectionID += 1
         if http != .metrics {
             // A scrape is no client: the counts say what clients did.
@@ -22,11 +22,10 @@ extension Server {
         }
         logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
         let connection = Connection(
-            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes,
-            // HTTP requests are checked by the router, token and all, before they become lines.
-            isAuthenticated: !isTCP || isHTTP || configuration.tcpToken == nil, isTCP: isTCP)
+            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes, isTCP: isTCP)
         connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
-        connection.access = access(of: connection)
+        connection.peerAddress = peerAddress(of: connection)
+        connection.holder = Holder(initialCredential(of: connection), anonymous: configuration.anonymousRights)
         if let http {
             connection.transport = .http(
                 HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
@@ -45,31 +44,6 @@ extension Server {
             return
         }
         startReading(connection)
-    }
-
-    /// Whether the connection's peer may make this request; denials are logged.
-    func isPermitted(_ request: Request, on connection: Connection) -> Bool {
-        let allowed: Bool
-        switch request.command {
-        case .write, .drop: allowed = connection.access.mayWrite
-        case .get, .subscribe, .window, .list, .stats: allowed = connection.access.mayRead
-        case .ping, .auth, .unsubscribe: return true
-        }
-        guard allowed else {
-            logger.warning(
-                "denied", metadata: ["op": "\(request.op)", "uid": "\(connection.peer?.userID.description ?? "?")"])
-            return false
-        }
-        return true
-    }
-
-    /// What the access lists let a connection's peer do. The lists name Unix-socket peers; TCP
-    /// peers are checked by token before writing.
-    func access(of connection: Connection) -> Connection.Access {
-        if connection.isTCP { return Connection.Access(mayWrite: true, mayRead: true) }
-        return Connection.Access(
-            mayWrite: configuration.publishers.allows(connection.peer),
-            mayRead: configuration.subscribers.allows(connection.peer))
     }
 
     /// Reads a connection (again); one whose socket cannot be read is closed.
@@ -188,12 +162,8 @@ extension Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
-        guard isPermitted(request, on: connection) else {
-            let who = connection.peer.map { "uid \($0.userID)" } ?? "this peer"
-            let error = DiffcastError.unauthorized("\(who) may not '\(request.op)' (see --publishers/--subscribers)")
-            connection.answer(
-                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
-            return
+        if let refusal = connection.holder.refusal(of: request.command, op: request.op) {
+            return deny(request, refusal, slot: slot, on: connection)
         }
         if case .http = connection.transport, case .subscribe = request.command {
             // A plain HTTP response has nowhere to put events.
@@ -204,42 +174,21 @@ extension Server {
             return
         }
         switch request.command {
-        case .ping, .auth: break
-        default:
-            guard connection.isAuthenticated else {
-                let error = DiffcastError.unauthorized(
-                    "this TCP listener takes a token first: send `auth TOKEN` (the daemon's --tcp-token; the diffcast "
-                        + "command sends --token or $DIFFCAST_TOKEN)")
-                connection.answer(
-                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
-                return
-            }
-        }
-        switch request.command {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
         case .auth(let token):
-            if let expected = configuration.tcpToken, HTTPRouter.constantTimeEqual(token, expected) {
-                connection.isAuthenticated = true
-                connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
-            } else {
-                connection.failedAuthentications += 1
-                logger.warning(
-                    "authentication failed",
-                    metadata: ["connection": "\(connection.id)", "attempt": "\(connection.failedAuthentications)"])
-                let error = DiffcastError.unauthorized("wrong token")
-                connection.answer(
-                    slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
-                if connection.failedAuthentications >= Self.authenticationAttempts {
-                    stopReading(connection)
-                }
-            }
+            authenticate(token, request, slot: slot, on: connection)
         case .unsubscribe(let name):
             fanOut.removeSubscription(of: connection, to: name, tellingTheEngine: true)
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))
             connection.releaseAnswers()
-        case .write, .drop, .get, .subscribe, .window, .list, .stats:
+        case .drop(let name):
+            logDrop(name, on: connection)
             pendingJobs.append(.request(request, address))
+        case .write, .get, .window:
+            pendingJobs.append(.request(request, address))
+        case .subscribe, .list, .stats:
+            pendingJobs.append(.request(scoped(request, for: connection.holder), address))
         }
     }
 
@@ -312,6 +261,8 @@ extension Server {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         logger.debug("connection closed", metadata: ["connection": "\(connection.id)"])
         connection.markClosing()
+        if let subject = connection.holder.subject { releaseSubject(subject) }
+        tokenHolders.remove(connection.id)
         fanOut.removeSubscriptions(of: connection)
         lingering.remove(connection.id)
         turns.remove(connection)

@@ -27,8 +27,11 @@ extension Server {
         configuration.maximumConnections = new.maximumConnections
         configuration.publishers = new.publishers
         configuration.subscribers = new.subscribers
-        for connection in connections.values { connection.access = access(of: connection) }
         configuration.tcpToken = new.tcpToken
+        configuration.tokenVerifier = new.tokenVerifier
+        configuration.anonymousRights = new.anonymousRights
+        configuration.maximumConnectionsPerSubject = new.maximumConnectionsPerSubject
+        reviewCredentialsAfterReload()
         configuration.limits = new.limits
         _ = applyQueue?.submit([.setLimits(new.limits)])
         logger.info("configuration reloaded")
@@ -46,6 +49,8 @@ extension Server {
             try check(uv_timer_start(timer, callback, milliseconds, milliseconds), "uv_timer_start")
             uv_unref(dc_handle(timer))
         }
+        // Tokens expire within a second, whenever a key set may be configured (a reload can add one).
+        try every(1000) { timer in Server.from(timer)?.expireTokens() }
         if configuration.httpAddress != nil {
             try every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
             if configuration.streamLingerMilliseconds > 0 {

@@ -1,5 +1,6 @@
 import CLibUV
 import CSystem
+import DiffcastAccess
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
@@ -66,12 +67,22 @@ public final class Server {
     var refreshMetricGauges: (() -> Void)?
     /// Why the apply queue refuses writes (a full disk), while it does.
     var readOnlyReason: String?
+    /// Addresses whose tokens were refused, to slow guessing down.
+    var authThrottle = FailedAuthThrottle()
+    /// Connections that hold a capability token, by the token's `sub`.
+    var connectionsPerSubject: [String: Int] = [:]
+    /// Connections that hold a capability token: the ones whose rights may expire.
+    var tokenHolders: Set<ConnectionID> = []
 
     /// Counted once, here and in `FanOut.Counters`: `stats` reads them, and a scrape adds
     /// their growth to the metrics (`reportedTotals`).
     struct LoopCounters {
         var connectionsAccepted: UInt64 = 0
         var requests: UInt64 = 0
+        /// Requests and subscriptions refused for want of a right, and refused tokens.
+        var denials: UInt64 = 0
+        /// Tokens refused (`auth`, or presented over HTTP).
+        var authFailures: UInt64 = 0
     }
 
     /// The loop's counters as last added to the metrics.
@@ -82,7 +93,8 @@ public final class Server {
         ServerMetrics.LoopTotals(
             connectionsAccepted: counters.connectionsAccepted, requests: counters.requests,
             eventsQueued: fanOut.counters.eventsQueued, bytesQueued: fanOut.counters.bytesQueued,
-            catchUps: fanOut.counters.catchUps, slowDisconnects: fanOut.counters.slowDisconnects)
+            catchUps: fanOut.counters.catchUps, slowDisconnects: fanOut.counters.slowDisconnects,
+            denials: counters.denials, authFailures: counters.authFailures)
     }
 
     public init(configuration: ServerConfiguration, logger: Logger, systemd: SystemdIntegration) {

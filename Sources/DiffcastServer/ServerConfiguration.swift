@@ -1,3 +1,4 @@
+import DiffcastAccess
 import DiffcastEngine
 import DiffcastWire
 
@@ -45,6 +46,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var publishers = AccessList()
     /// Who may read and subscribe on the Unix socket (empty: whoever can open the socket file).
     public var subscribers = AccessList()
+    /// Verifies capability tokens (`auth_keys` and its settings); nil without a key set.
+    public var tokenVerifier: TokenVerifier?
+    /// The rights of a client that presented nothing, joined to every token's (`auth_anonymous`).
+    public var anonymousRights = Rights.none
+    /// Connections that tokens with one `sub` may hold at once.
+    public var maximumConnectionsPerSubject = 100
 
     public init(socketPath: String? = nil) {
         self.socketPath = socketPath

@@ -20,6 +20,8 @@ public final class ServerMetrics: Sendable {
     let bytesQueued: Counter
     let catchUps: Counter
     let slowDisconnects: Counter
+    let denials: Counter
+    let authFailures: Counter
     let readOnly: Gauge
     let backboneLogBehind: Gauge
     let applyBatchSeconds: DurationHistogram
@@ -59,6 +61,8 @@ public final class ServerMetrics: Sendable {
         bytesQueued = counter("bytes_queued", "Event bytes queued to clients.")
         catchUps = counter("catch_ups", "Catch-ups sent to subscribers that fell behind.")
         slowDisconnects = counter("slow_disconnects", "Slow subscribers disconnected by policy.")
+        denials = counter("denials", "Requests, subscriptions and tokens refused for want of a right.")
+        authFailures = counter("auth_failures", "Tokens refused (auth, or presented over HTTP).")
         readOnly = gauge("read_only", "1 while writes are refused because the state directory takes none.")
         backboneLogBehind = gauge(
             "backbone_log_behind", "Shared-log sequences the stream held past the last that reached this daemon.")
@@ -76,6 +80,8 @@ public final class ServerMetrics: Sendable {
         var bytesQueued: UInt64 = 0
         var catchUps: UInt64 = 0
         var slowDisconnects: UInt64 = 0
+        var denials: UInt64 = 0
+        var authFailures: UInt64 = 0
     }
 
     private func grow(_ counter: Counter, _ now: UInt64, _ before: UInt64) {
@@ -91,6 +97,8 @@ public final class ServerMetrics: Sendable {
         grow(bytesQueued, totals.bytesQueued, previous.bytesQueued)
         grow(catchUps, totals.catchUps, previous.catchUps)
         grow(slowDisconnects, totals.slowDisconnects, previous.slowDisconnects)
+        grow(denials, totals.denials, previous.denials)
+        grow(authFailures, totals.authFailures, previous.authFailures)
     }
 
     /// Adds what the apply queue's counters grew by since `previous`.

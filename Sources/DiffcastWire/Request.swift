@@ -5,12 +5,16 @@ public enum Command: Sendable, Equatable {
     case ping
     /// Presents the TCP listener's token; a TCP client may write only after it.
     case auth(token: String)
-    case list
+    /// Lists collections; with `readable`, only those it holds (a scoped holder's).
+    case list(readable: CollectionScope? = nil)
     case stats
     /// The collection, or with a window the view of it (contract 3).
     case get(collection: String, window: Window? = nil)
     /// With `window`, the subscription holds only that view (then `since` and `epoch` are nil).
-    case subscribe(collection: String, since: UInt64?, epoch: String?, window: Window? = nil)
+    /// `createsMissing` is false for a holder that may not write the collection: a missing one
+    /// is then `unknown_collection`.
+    case subscribe(
+        collection: String, since: UInt64?, epoch: String?, window: Window? = nil, createsMissing: Bool = true)
     /// Moves the window of the connection's windowed subscription to the collection.
     case window(collection: String, Window)
     case unsubscribe(collection: String)
@@ -21,7 +25,7 @@ public enum Command: Sendable, Equatable {
     public var collection: String? {
         switch self {
         case .ping, .auth, .list, .stats: nil
-        case .get(let name, _), .subscribe(let name, _, _, _), .window(let name, _), .unsubscribe(let name),
+        case .get(let name, _), .subscribe(let name, _, _, _, _), .window(let name, _), .unsubscribe(let name),
             .drop(let name), .write(let name, _):
             name
         }

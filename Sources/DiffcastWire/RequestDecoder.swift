@@ -35,7 +35,7 @@ struct RequestDecoder {
         case .auth:
             guard let token = object["token"]?.string else { throw .invalidArgument("'token' must be a string") }
             return .auth(token: token)
-        case .list: return .list
+        case .list: return .list()
         case .stats: return .stats
         case .get: return .get(collection: try collectionName(), window: try window(required: false))
         case .window:

@@ -181,6 +181,17 @@ public enum WireEncoder {
         return output.bytes
     }
 
+    /// `{"event":"revoked",…}`: a subscription ended because its holder's rights did.
+    public static func revokedEvent(collection: String, message: String) -> [UInt8] {
+        var output = JSONOutput()
+        output.appendRaw("{\"event\":\"revoked\",\"collection\":")
+        output.append(string: collection)
+        output.appendRaw(",\"error\":{\"code\":\"unauthorized\",\"message\":")
+        output.append(string: message)
+        output.appendRaw("}}\n")
+        return output.bytes
+    }
+
     /// `{"event":"error",…}` sent before the daemon disconnects a client by policy.
     public static func disconnectEvent(code: String, message: String) -> [UInt8] {
         var output = JSONOutput()

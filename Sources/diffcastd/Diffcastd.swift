@@ -119,6 +119,24 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Log messages of a collection between two snapshots, which bound what a joining daemon replays.")
     var backboneSnapshotEvery: Int?
 
+    @Option(help: "JSON Web Key Set file that capability tokens are verified against (SIGHUP re-reads it).")
+    var authKeys: String?
+
+    @Option(help: "Audience a token's aud must name (checked only when set).")
+    var authAudience: String?
+
+    @Option(help: "Issuer a token's iss must be (checked only when set).")
+    var authIssuer: String?
+
+    @Option(help: "Seconds of clock difference forgiven on a token's exp and nbf.")
+    var authLeewayS: Int?
+
+    @Option(help: ArgumentHelp("Rights of clients that present no token, as a diffcast claim.", valueName: "json"))
+    var authAnonymous: String?
+
+    @Option(help: "Connections that tokens with one sub may hold at once.")
+    var maxConnectionsPerSubject: Int?
+
     func run() throws {
         if let verifyState {
             do {
@@ -235,6 +253,12 @@ struct Diffcastd: ParsableCommand {
         if let backboneOwner { settings.backboneOwner = backboneOwner }
         if let backboneReplicas { settings.backboneReplicas = backboneReplicas }
         if let backboneSnapshotEvery { settings.backboneSnapshotEvery = backboneSnapshotEvery }
+        if let authKeys { settings.authKeys = authKeys }
+        if let authAudience { settings.authAudience = authAudience }
+        if let authIssuer { settings.authIssuer = authIssuer }
+        if let authLeewayS { settings.authLeewayS = authLeewayS }
+        if let authAnonymous { settings.authAnonymous = authAnonymous }
+        if let maxConnectionsPerSubject { settings.maxConnectionsPerSubject = maxConnectionsPerSubject }
         return settings
     }
 

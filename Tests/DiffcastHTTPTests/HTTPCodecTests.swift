@@ -143,7 +143,7 @@ import Testing
 }
 
 @Suite struct HTTPRouterTests {
-    let open = HTTPRouter(token: nil, allowedOrigins: [])
+    let open = HTTPRouter(allowedOrigins: [])
 
     @Test func pathsBecomeRequestLines() {
         #expect(
@@ -160,24 +160,16 @@ import Testing
                 == .eventStream(subscribe: Array(#"{"op":"subscribe","collection":"c","since":9,"epoch":"ff"}"#.utf8)))
     }
 
-    @Test func theTokenIsAskedForEverywhereButThePageAndTheScript() {
-        let guarded = HTTPRouter(token: "t", allowedOrigins: [])
-        guard case .respond(let refusal) = guarded.route(HTTPRequest(method: "GET", target: "/v1/collections")) else {
-            Issue.record("not refused")
-            return
+    @Test func aTokenIsTakenFromTheHeaderElseTheQuery() {
+        func token(_ target: String, _ headers: [(String, String)] = []) -> String? {
+            HTTPRouter.presentedToken(HTTPRequest(method: "GET", target: target, headers: headers))
         }
-        #expect(refusal.status == 401)
-        #expect(
-            guarded.route(
-                HTTPRequest(method: "GET", target: "/v1/collections", headers: [("authorization", "Bearer t")]))
-                == .requests([Array(#"{"op":"list"}"#.utf8)], batch: false))
-        for target in ["/", "/v1/diffcast.js"] {
-            guard case .respond(let page) = guarded.route(HTTPRequest(method: "GET", target: target)) else {
-                Issue.record("\(target) not served")
-                continue
-            }
-            #expect(page.status == 200)
-        }
+        #expect(token("/v1/collections") == nil)
+        #expect(token("/v1/collections", [("authorization", "Bearer abc.def.ghi")]) == "abc.def.ghi")
+        #expect(token("/v1/collections", [("authorization", "bearer x")]) == "x")
+        #expect(token("/v1/collections?token=q") == "q")
+        #expect(token("/v1/collections?token=q", [("authorization", "Bearer h")]) == "h")
+        #expect(token("/v1/collections", [("authorization", "Basic dTpw")]) == nil)
     }
 }
 

@@ -38,7 +38,7 @@ import Testing
         func open(_ id: ConnectionID) -> Connection {
             let connection = Connection(
                 id: id, handle: UnsafeMutableRawPointer.allocate(byteCount: 8, alignment: 8), maximumLineBytes: 1 << 20,
-                isAuthenticated: true, isTCP: false)
+                isTCP: false)
             connections[id] = connection
             return connection
         }

@@ -11,7 +11,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var bytes = Fuzz.bytes(data, size)
     let cut = bytes.isEmpty ? 1 : Int(bytes.removeFirst() % 16) + 1
     let reader = HTTPRequestReader(maximumHeadBytes: 512, maximumBodyBytes: 256)
-    let routers = [HTTPRouter(token: nil, allowedOrigins: []), HTTPRouter(token: "t", allowedOrigins: ["*"])]
+    let routers = [HTTPRouter(allowedOrigins: []), HTTPRouter(allowedOrigins: ["*"])]
     var start = 0
     while start < bytes.count {
         let end = min(start + cut, bytes.count)
