@@ -121,8 +121,8 @@ public struct Holder: Sendable, Equatable {
     }
 
     /// Why the holder may not make this request, or nil when it may. `subscribe` needs `read`
-    /// (it creates a missing collection only for a writer: `mayCreate`), `list` some right to
-    /// read, `stats` `admin`; `ping` and `auth` are always allowed.
+    /// (it creates a missing collection only for a writer: `mayCreate`), `list` a token or some
+    /// right to read, `stats` `admin`; `ping` and `auth` are always allowed.
     public func refusal(of command: Command, op: String) -> Refusal? {
         let right: Right
         switch command {
@@ -138,6 +138,9 @@ public struct Holder: Sendable, Equatable {
             if may(.drop, name) { return nil }
             right = .drop
         case .list:
+            // A token's holder is shown what it may read, maybe nothing; a client that presented
+            // nothing and may read nothing is refused, as on a listener that takes a token first.
+            if case .token = credential { return nil }
             if let readable, readable.isEmpty { return refused(.read, nil, op: op) }
             return nil
         case .stats:
@@ -160,7 +163,10 @@ public struct Holder: Sendable, Equatable {
             message = "token for \(token.holderName) may not \(what)"
                 + (right == .admin ? " (it needs \"admin\": true)" : "")
         case .anonymous:
-            message = "an anonymous client may not \(what): present a token (auth)"
+            message =
+                "an anonymous client may not \(what): present a token first (`auth TOKEN` on a connection, "
+                + "'Authorization: Bearer TOKEN' or ?token= over HTTP; the daemon's --tcp-token or a token signed "
+                + "by a key of --auth-keys; the diffcast command sends --token or $DIFFCAST_TOKEN)"
         case .peer(let peer):
             message = "\(peer.userID.map { "uid \($0)" } ?? "this peer") may not '\(op)'"
                 + (collection.map { " on '\($0)'" } ?? "") + " (see --publishers/--subscribers)"

@@ -32,7 +32,7 @@ public struct KeySet: Sendable, Equatable {
 
     /// Reads a key set from its JSON text; an unusable key is an error naming it (by `kid` or
     /// place) and why. `source` names the file in messages.
-    public init(json: [UInt8], source: String) throws(KeySetError) {
+    public init(json: [UInt8], source: String) async throws(KeySetError) {
         let document: JSONValue
         do {
             document = try JSONParser.parse(json, maximumDepth: 16)
@@ -45,7 +45,7 @@ public struct KeySet: Sendable, Equatable {
         var keys: [Key] = []
         for (index, entry) in entries.enumerated() {
             let name = "\(source): keys[\(index)]"
-            keys.append(try Self.key(from: entry, named: name))
+            keys.append(try await Self.key(from: entry, named: name))
         }
         guard !keys.isEmpty else { throw KeySetError("\(source): the key set holds no key") }
         self.keys = keys
@@ -53,11 +53,24 @@ public struct KeySet: Sendable, Equatable {
     }
 
     /// Reads the key set in a file.
-    public static func load(path: String) throws(KeySetError) -> KeySet {
+    public static func load(path: String) async throws(KeySetError) -> KeySet {
         guard let bytes = FileBytes.read(path) else {
-            throw KeySetError("auth_keys: cannot read \(path)")
+            throw KeySetError("cannot read \(path)")
         }
-        return try KeySet(json: bytes, source: path)
+        return try await KeySet(json: bytes, source: path)
+    }
+
+    /// `load`, waited for: for the daemon's start and SIGHUP, which run on the loop's thread,
+    /// outside Swift concurrency. Never call it from a task: it blocks its thread until the
+    /// key set is made on another.
+    public static func loadWaiting(path: String) throws(KeySetError) -> KeySet {
+        do {
+            return try blocking { try await load(path: path) }
+        } catch let error as KeySetError {
+            throw error
+        } catch {
+            throw KeySetError("\(path): \(error)")
+        }
     }
 
     /// The keys that may check a token of `algorithm` naming `identifier` (its `kid`): the key
@@ -72,7 +85,7 @@ public struct KeySet: Sendable, Equatable {
         keys.contains { $0.identifier == identifier }
     }
 
-    private static func key(from entry: JSONValue, named name: String) throws(KeySetError) -> Key {
+    private static func key(from entry: JSONValue, named name: String) async throws(KeySetError) -> Key {
         guard case .object = entry, case .string(let type)? = entry["kty"] else {
             throw KeySetError("\(name): a key is an object with \"kty\"")
         }
@@ -108,9 +121,8 @@ public struct KeySet: Sendable, Equatable {
             algorithm = text
         }
         let verifier: any JWTAlgorithm
-        let chosen = algorithm
         do {
-            verifier = try blocking { try await makeVerifier(entry, type: type, algorithm: chosen) }
+            verifier = try await makeVerifier(entry, type: type, algorithm: algorithm)
         } catch let error as KeySetError {
             throw KeySetError("\(label): \(error.description)")
         } catch {

@@ -25,7 +25,7 @@ public enum TokenMinter {
     }
 
     /// A signed compact JWS of `claims`, with the key's `kid` in its header when it has one.
-    public static func mint(_ claims: Claims, keyJSON: [UInt8]) throws(KeySetError) -> String {
+    public static func mint(_ claims: Claims, keyJSON: [UInt8]) async throws(KeySetError) -> String {
         let key: JSONValue
         do {
             key = try JSONParser.parse(keyJSON, maximumDepth: 16)
@@ -34,7 +34,7 @@ public enum TokenMinter {
         }
         let payload = Payload(claims)
         do {
-            return try blocking { try await sign(payload, key: key) }
+            return try await sign(payload, key: key)
         } catch let error as KeySetError {
             throw error
         } catch {

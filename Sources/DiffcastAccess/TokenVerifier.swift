@@ -13,6 +13,13 @@ public struct VerifiedToken: Sendable, Equatable {
     /// The token as presented, kept to verify it again when the key set changes.
     public let text: String
 
+    public init(subject: String?, rights: Rights, expiresAt: Double, text: String) {
+        self.subject = subject
+        self.rights = rights
+        self.expiresAt = expiresAt
+        self.text = text
+    }
+
     /// How logs and messages name the holder.
     public var holderName: String { subject.map { "'\($0)'" } ?? "a token without sub" }
 }

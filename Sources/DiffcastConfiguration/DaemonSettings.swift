@@ -283,7 +283,7 @@ public struct ValidatedSettings: Sendable {
         if let path = settings.authKeys {
             do {
                 server.tokenVerifier = TokenVerifier(
-                    keys: try KeySet.load(path: path), audience: settings.authAudience, issuer: settings.authIssuer,
+                    keys: try KeySet.loadWaiting(path: path), audience: settings.authAudience, issuer: settings.authIssuer,
                     leewaySeconds: Double(settings.authLeewayS))
             } catch {
                 throw SettingsError("auth_keys: \(error)")

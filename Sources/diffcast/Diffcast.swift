@@ -34,7 +34,7 @@ struct Diffcast: AsyncParsableCommand {
             Ping.self, List.self, Stats.self, Get.self, Subscribe.self, Apply.self,
             AppendSections.self, InsertSections.self, DeleteSections.self, ReloadSections.self, MoveSection.self,
             UpdateSections.self, AppendItems.self, InsertItems.self, DeleteItems.self, ReloadItems.self,
-            ReconfigureItems.self, MoveItem.self, UpdateItems.self, DeleteAll.self, Drop.self, Batch.self,
+            ReconfigureItems.self, MoveItem.self, UpdateItems.self, DeleteAll.self, Drop.self, Batch.self, Token.self,
         ]
     )
 }

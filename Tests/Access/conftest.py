@@ -699,11 +699,23 @@ MAIN_KEYS = ("hs", "rs", "rs2", "es", "ed")
 
 
 @pytest.fixture(scope="session")
-def daemon(keys, jwks_dir):
+def main_jwks(keys, jwks_dir):
+    return write_jwks(jwks_dir / "main.json", [keys[name] for name in MAIN_KEYS])
+
+
+@pytest.fixture(scope="session")
+def daemon(main_jwks):
     """The daemon most tests share: the main key set, TCP and HTTP on loopback, no static
-    token, no anonymous rights."""
-    path = write_jwks(jwks_dir / "main.json", [keys[name] for name in MAIN_KEYS])
-    with AccessDaemon(["--auth-keys", str(path)]) as running:
+    token, no anonymous rights. No test presents a bad token to it (see `fresh_daemon`)."""
+    with AccessDaemon(["--auth-keys", str(main_jwks)]) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_daemon(main_jwks):
+    """A daemon of the test's own, as `daemon`: for tests that present refused tokens, so that
+    whatever a daemon remembers of refused tokens (beyond the SPEC) stays with that test."""
+    with AccessDaemon(["--auth-keys", str(main_jwks)]) as running:
         yield running
 
 

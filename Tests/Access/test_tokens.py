@@ -66,7 +66,8 @@ BAD_TOKENS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_TOKENS))
-def test_a_bad_token_is_refused_and_leaves_the_rights_as_they_were(daemon, keys, ns, case):
+def test_a_bad_token_is_refused_and_leaves_the_rights_as_they_were(fresh_daemon, keys, ns, case):
+    daemon = fresh_daemon
     name, other = f"{ns}.c", f"{ns}.other"
     daemon.seed(name)
     daemon.seed(other)
@@ -82,11 +83,14 @@ def test_a_bad_token_is_refused_and_leaves_the_rights_as_they_were(daemon, keys,
 
 
 @pytest.mark.parametrize("case", sorted(BAD_TOKENS))
-def test_a_bad_token_over_http_is_401(daemon, keys, ns, case):
+def test_a_bad_token_over_http_is_401(fresh_daemon, keys, ns, case):
+    daemon = fresh_daemon
     name = f"{ns}.c"
     daemon.seed(name)
     bad = BAD_TOKENS[case](keys, name)
     status, _, answer = daemon.call("GET", f"/v1/collections/{name}", token=bad)
+    if len(bad) > 16000 and status == 431:
+        return  # a header too long for HTTP at all: refused before any token is looked at
     assert status == 401, (status, answer)
     assert answer["ok"] is False and answer["error"]["code"] == "unauthorized", answer
     if len(bad) < 4000:  # (a URL of 100 KB is another matter)
@@ -117,7 +121,7 @@ def test_aud_and_iss_are_not_checked_when_not_configured(daemon, keys, ns):
         accepted(connection.request({"op": "get", "collection": name}), "get")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def audience_daemon(keys, jwks_dir):
     path = write_jwks(jwks_dir / "audience.json", [keys["rs"], keys["ed"]])
     with AccessDaemon(["--auth-keys", str(path), "--auth-audience", "diffcast-test",
@@ -151,7 +155,8 @@ def test_aud_and_iss_are_checked_when_configured(audience_daemon, keys, ns, aud,
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_refused_auth_keeps_the_previous_rights_and_subscriptions(daemon, keys, ns, transport):
+def test_a_refused_auth_keeps_the_previous_rights_and_subscriptions(fresh_daemon, keys, ns, transport):
+    daemon = fresh_daemon
     name = f"{ns}.c"
     daemon.seed(name)
     with daemon.connect(transport, mint(keys["hs"], sub="keeper", read=[name])) as connection:
@@ -165,7 +170,8 @@ def test_a_refused_auth_keeps_the_previous_rights_and_subscriptions(daemon, keys
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_two_refused_auths_keep_the_connection_open(daemon, keys, transport):
+def test_two_refused_auths_keep_the_connection_open(fresh_daemon, keys, transport):
+    daemon = fresh_daemon
     with daemon.connect(transport) as connection:
         for _ in range(2):
             refused(connection.request({"op": "auth", "token": mint(keys["rogue"])}), op="auth")
@@ -174,7 +180,8 @@ def test_two_refused_auths_keep_the_connection_open(daemon, keys, transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_the_third_refused_auth_closes_the_connection(daemon, keys, transport):
+def test_the_third_refused_auth_closes_the_connection(fresh_daemon, keys, transport):
+    daemon = fresh_daemon
     with daemon.connect(transport) as connection:
         for _ in range(2):
             refused(connection.request({"op": "auth", "token": "not.a.token"}), op="auth")
@@ -221,7 +228,8 @@ def test_http_answers_401_without_a_token(daemon, ns):
 
 
 @pytest.mark.parametrize("how", ["header", "query"])
-def test_http_answers_401_with_an_invalid_token(daemon, keys, ns, how):
+def test_http_answers_401_with_an_invalid_token(fresh_daemon, keys, ns, how):
+    daemon = fresh_daemon
     name = f"{ns}.c"
     daemon.seed(name)
     for bad in (mint(keys["rs"], read=[name], write=[name], exp_in=-60), mint(keys["rogue"], read=[name]),
@@ -257,3 +265,24 @@ def test_http_answers_403_with_a_valid_token_that_lacks_the_right(daemon, keys, 
     assert status == 403, (status, answer)
     refused(answer, "write", name)
     assert daemon.state(name)[0] == 1
+
+
+def test_an_address_with_many_refused_tokens_is_refused_unverified_for_a_while(fresh_daemon, keys, ns):
+    # Issue 41: refused tokens are slowed per peer address (5 in 10 s: refused without verifying
+    # for 10 s), whatever the connection; other addresses are not affected. Over HTTP the
+    # refusal is a 401, and a request that presents no token is not slowed.
+    daemon = fresh_daemon
+    name = f"{ns}.c"
+    daemon.seed(name)
+    for _ in range(5):
+        with daemon.connect("tcp") as connection:
+            refused(connection.request({"op": "auth", "token": mint(keys["rogue"], read=[name])}), op="auth")
+    with daemon.connect("tcp") as connection:
+        answer = connection.request({"op": "auth", "token": mint(keys["rs"], read=[name])})
+        refused(answer, op="auth")
+        assert "too many refused tokens from 127.0.0.1" in answer["error"]["message"], answer
+    status, _, answer = daemon.call("GET", f"/v1/collections/{name}", token=mint(keys["rs"], read=[name]))
+    assert status == 401 and "too many refused tokens" in answer["error"]["message"], (status, answer)
+    # The Unix socket's peers are another address (their uid).
+    with daemon.connect("unix") as connection:
+        accepted(connection.request({"op": "auth", "token": mint(keys["rs"], read=[name])}), "auth")

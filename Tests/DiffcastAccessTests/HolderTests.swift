@@ -84,9 +84,11 @@ import Testing
         #expect(alice.presentedToken)
     }
 
-    @Test func listNeedsSomeRightToRead() throws {
+    @Test func listNeedsATokenOrSomeRightToRead() throws {
         #expect(Holder(.anonymous, anonymous: .none).refusal(of: .list(), op: "list") != nil)
-        #expect(Holder(try token(#"{"write":["a"]}"#), anonymous: .none).refusal(of: .list(), op: "list") != nil)
+        let writer = Holder(try token(#"{"write":["a"]}"#), anonymous: .none)
+        #expect(writer.refusal(of: .list(), op: "list") == nil)
+        #expect(writer.readable == CollectionScope())
         #expect(Holder(try token(#"{"read":["a"]}"#), anonymous: .none).refusal(of: .list(), op: "list") == nil)
         #expect(Holder(.everything, anonymous: .none).readable == nil)
     }

@@ -178,8 +178,17 @@ def test_the_token_and_the_origins_are_checked():
         assert daemon.call("GET", "/v1/collections?token=s3cret", headers={"Origin": "https://evil.example"})[0] == 403
         with pytest.raises(websocket.WebSocketBadStatusException):
             websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws?token=s3cret", origin="https://evil.example")
-        with pytest.raises(websocket.WebSocketBadStatusException):
-            websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws")
+        # A WebSocket that presents nothing has the anonymous rights (none here) until it sends `auth`.
+        anonymous = websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws")
+        anonymous.send("list")
+        assert json.loads(anonymous.recv())["error"]["code"] == "unauthorized"
+        anonymous.send('{"op":"auth","token":"s3cret"}')
+        assert json.loads(anonymous.recv()) == {"ok": True, "op": "auth"}
+        anonymous.send("list")
+        assert json.loads(anonymous.recv())["ok"] is True
+        anonymous.close()
+        status, _, answer = daemon.call("GET", "/v1/collections/c/events")
+        assert status == 401 and answer["error"]["code"] == "unauthorized"
         good = websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/v1/ws?token=s3cret", origin="https://app.example")
         good.send("ping")
         assert json.loads(good.recv()) == {"ok": True, "op": "ping"}
