@@ -44,6 +44,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     /// The `diffcast` claim of clients that present nothing, as JSON text.
     public var authAnonymous: String?
     public var maxConnectionsPerSubject = 100
+    public var trustedProxies: [String] = []
 
     public init() {}
 
@@ -59,7 +60,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
         case authKeys = "auth_keys", authAudience = "auth_audience", authIssuer = "auth_issuer"
         case authLeewayS = "auth_leeway_s", authAnonymous = "auth_anonymous"
-        case maxConnectionsPerSubject = "max_connections_per_subject"
+        case maxConnectionsPerSubject = "max_connections_per_subject", trustedProxies = "trusted_proxies"
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -110,6 +111,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         }
         maxConnectionsPerSubject =
             try file.decodeIfPresent(Int.self, forKey: .maxConnectionsPerSubject) ?? defaults.maxConnectionsPerSubject
+        trustedProxies = try file.decodeIfPresent([String].self, forKey: .trustedProxies) ?? defaults.trustedProxies
     }
 
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
@@ -299,6 +301,7 @@ public struct ValidatedSettings: Sendable {
             }
         }
         server.maximumConnectionsPerSubject = settings.maxConnectionsPerSubject
+        server.trustedProxies = settings.trustedProxies
         var store = StateStore.Options()
         store.sync = sync
         store.syncIntervalMilliseconds = settings.syncIntervalMs

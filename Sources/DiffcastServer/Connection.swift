@@ -25,6 +25,8 @@ final class Connection: TurnTaking {
     /// The peer's address (`IP:PORT` over TCP, `uid N` on the Unix socket), for logs and for
     /// slowing down refused tokens.
     var peerAddress = ""
+    /// The client behind a trusted proxy, from the last HTTP request's `X-Forwarded-For`.
+    var forwardedFor: String?
     /// Its place in the server's `WriteTurns`, while it waits there.
     var turnPlace: Int?
 

@@ -66,9 +66,31 @@ extension Server {
 
     /// The address whose refused tokens are counted together: the peer's IP without its port.
     func throttleKey(of connection: Connection) -> String {
+        if let client = connection.forwardedFor { return client }
         guard connection.isTCP, let colon = connection.peerAddress.lastIndex(of: ":") else {
             return connection.peerAddress
         }
+        return String(connection.peerAddress[..<colon])
+    }
+
+    /// How logs name the peer: the client a trusted proxy forwarded, and the proxy.
+    func peerName(of connection: Connection) -> String {
+        guard let client = connection.forwardedFor else { return connection.peerAddress }
+        return "\(client) via \(connection.peerAddress)"
+    }
+
+    /// The client a request comes from when its peer is a trusted proxy: the last address of its
+    /// `X-Forwarded-For` (the one the proxy itself saw; earlier ones are the client's word).
+    func forwardedClient(of forwardedFor: String?, on connection: Connection) -> String? {
+        guard let forwardedFor, !configuration.trustedProxies.isEmpty,
+            configuration.trustedProxies.contains(throttleKeyOfPeer(connection))
+        else { return nil }
+        let last = forwardedFor.split(separator: ",").last.map { $0.trimmingWhitespace() } ?? ""
+        return last.isEmpty || last.utf8.count > 64 ? nil : last
+    }
+
+    private func throttleKeyOfPeer(_ connection: Connection) -> String {
+        guard let colon = connection.peerAddress.lastIndex(of: ":") else { return connection.peerAddress }
         return String(connection.peerAddress[..<colon])
     }
 
@@ -105,7 +127,7 @@ extension Server {
             "denied",
             metadata: [
                 "holder": "\(connection.holder.name)", "transport": "\(transportName(of: connection))",
-                "peer": "\(connection.peerAddress)", "op": "\(op)", "collection": "\(collection ?? "-")",
+                "peer": "\(peerName(of: connection))", "op": "\(op)", "collection": "\(collection ?? "-")",
                 "reason": "\(reason)",
             ])
     }
@@ -116,7 +138,7 @@ extension Server {
             "drop",
             metadata: [
                 "holder": "\(connection.holder.name)", "transport": "\(transportName(of: connection))",
-                "peer": "\(connection.peerAddress)", "collection": "\(name)",
+                "peer": "\(peerName(of: connection))", "collection": "\(name)",
             ])
     }
 
@@ -246,15 +268,17 @@ extension Server {
     /// Once a second: tokens past their `exp` (and leeway) give way to the anonymous rights.
     func expireTokens() {
         let now = Self.wallClock()
+        authThrottle.forgetQuiet(now: now)
         let leeway = configuration.tokenVerifier?.leewaySeconds ?? 0
+        var expired = false
         for id in tokenHolders {
             guard let connection = connections[id], case .token(let token) = connection.holder.credential,
                 now > token.expiresAt + leeway
             else { continue }
             _ = setCredential(.anonymous, on: connection, reason: "the token for \(token.holderName) expired")
+            expired = true
         }
-        authThrottle.forgetQuiet(now: now)
-        flushDirty()
+        if expired { flushDirty() }
     }
 
     /// After a reload: every token is verified again (its key may be gone, the audience may have

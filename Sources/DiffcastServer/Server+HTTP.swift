@@ -56,6 +56,7 @@ extension Server {
         let route = metricsOnly ? HTTPRouter.metricsRoute(request) : router.route(request)
         switch route {
         case .requests, .eventStream, .webSocket:
+            connection.forwardedFor = forwardedClient(of: request.header("x-forwarded-for"), on: connection)
             if let refusal = presentCredential(of: request, on: connection) {
                 respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
                 return needsWrite(connection)

@@ -31,6 +31,7 @@ extension Server {
         configuration.tokenVerifier = new.tokenVerifier
         configuration.anonymousRights = new.anonymousRights
         configuration.maximumConnectionsPerSubject = new.maximumConnectionsPerSubject
+        configuration.trustedProxies = new.trustedProxies
         reviewCredentialsAfterReload()
         configuration.limits = new.limits
         _ = applyQueue?.submit([.setLimits(new.limits)])

@@ -52,6 +52,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var anonymousRights = Rights.none
     /// Connections that tokens with one `sub` may hold at once.
     public var maximumConnectionsPerSubject = 100
+    /// Addresses of reverse proxies whose `X-Forwarded-For` names the client (for logs and for
+    /// slowing down refused tokens); any other peer's header is ignored.
+    public var trustedProxies: [String] = []
 
     public init(socketPath: String? = nil) {
         self.socketPath = socketPath

@@ -137,6 +137,9 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Connections that tokens with one sub may hold at once.")
     var maxConnectionsPerSubject: Int?
 
+    @Option(help: "Addresses of reverse proxies whose X-Forwarded-For names the client, comma-separated.")
+    var trustedProxies: String?
+
     func run() throws {
         if let verifyState {
             do {
@@ -259,6 +262,7 @@ struct Diffcastd: ParsableCommand {
         if let authLeewayS { settings.authLeewayS = authLeewayS }
         if let authAnonymous { settings.authAnonymous = authAnonymous }
         if let maxConnectionsPerSubject { settings.maxConnectionsPerSubject = maxConnectionsPerSubject }
+        if let trustedProxies { settings.trustedProxies = trustedProxies.split(separator: ",").map(String.init) }
         return settings
     }
 

@@ -40,8 +40,10 @@ import Testing
             ["append_sections x {\"sections\":[{\"id\":\"s\"}]}", "subscribe x", "ping"], on: daemon)
         #expect(responses[0]["error"]?["code"] == .string("unauthorized"))
         #expect(responses[0]["error"]?["message"]?.string?.contains("uid 65534") == true)
-        #expect(responses[1].isOK, "subscribing is open to everyone here")
+        // Subscribing is open to everyone here, but only a publisher creates a collection by it.
+        #expect(responses[1]["error"]?["code"] == .string("unknown_collection"))
         #expect(responses[2].isOK)
+        #expect(try Client(path: daemon.socketPath).request("list")["collections"] == .array([]))
         // Root, and the listed uid, may publish.
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
@@ -95,7 +97,7 @@ import Testing
 
     /// One request line per op, and the list that governs it (nil: open to every peer).
     static let everyOp: [(line: String, list: String?)] = [
-        ("ping", nil), ("unsubscribe x", nil),
+        ("ping", nil), ("unsubscribe x", "subscribers"), (#"window x {"window":{"first":1}}"#, "subscribers"),
         ("get x", "subscribers"), ("subscribe x", "subscribers"), ("list", "subscribers"), ("stats", "subscribers"),
         (#"apply x {"sections":[{"id":"s","items":["a"]}]}"#, "publishers"),
         (#"append_sections x {"sections":[{"id":"t"}]}"#, "publishers"),

@@ -459,6 +459,17 @@ export function windowQuery(window) {
   return new URLSearchParams(Object.entries(checkWindow(window)).map(([key, value]) => [key, String(value)])).toString();
 }
 
+/** The `exp` of a JWT (seconds since 1970), or null when it has none or is not a JWT. */
+export function tokenExpiry(jwt) {
+  try {
+    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4)));
+    return typeof claims.exp === "number" ? claims.exp : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A refused request's answer as an Error with its `code`. */
 function refusal(answer, what) {
   const error = new Error(`${what}: ${answer.error ? `${answer.error.code}: ${answer.error.message}` : "refused"}`);
@@ -471,8 +482,12 @@ function refusal(answer, what) {
  * Follows a collection and keeps a verified mirror of it. `url` is the events endpoint
  * (`/v1/collections/NAME/events`, over Server-Sent Events) or, with `{transport: "websocket"}`,
  * the WebSocket endpoint (`/v1/ws`) and `{collection}`. Options: `onChange(update, mirror)`,
- * `onDivergence(error)`, `onStatus(text)`, `onError(error)` (a refused subscription), `token`,
- * `window` (hold only that window of the collection: `{first: N}`, `{last: N}` or
+ * `onDivergence(error)`, `onStatus(text)`, `onError(error)` (a refused subscription), `token`
+ * (a JWT, or a function that returns one or a promise of one: it is called again before each
+ * connection and before the token expires, and when the daemon revokes the subscription, which
+ * then resumes with one changeset; over a WebSocket the token goes in an `auth` line, over
+ * Server-Sent Events in `?token=`, where EventSource can put it), `window` (hold only that window
+ * of the collection: `{first: N}`, `{last: N}` or
  * `{anchor: ID, before: B, after: A}`), `WebSocket` (a constructor, where there is no global
  * one). Returns `{mirror, window, moveWindow(W), request(body), close()}` and is an
  * EventTarget-like object for `bindList`.
@@ -483,10 +498,17 @@ function refusal(answer, what) {
  * sends the `window` op over a WebSocket (the view's changeset comes before its answer) and
  * opens the stream again with the new window over Server-Sent Events (the view's snapshot);
  * its promise settles once the mirror holds the new view, or is refused (an anchor that is not
- * in the collection: `error.code === "unknown_item"`), and the old window goes on.
+ * in the collection: `error.code === "unknown_item"`), and the old window goes on. A collection
+ * that does not exist yet (`unknown_collection`: its holder may only read it) is asked for again
+ * every second until it does.
  */
 export function follow(url, options = {}) {
   const listeners = new Set();
+  const tokenSource = options.token;
+  // The token presented now; a function's result is fetched again by `freshToken`.
+  let token = typeof tokenSource === "function" ? null : tokenSource ?? null;
+  let refreshTimer = null;
+  let openings = 0;
   const overWebSocket = options.transport === "websocket";
   const collection =
     options.collection ??
@@ -522,6 +544,7 @@ export function follow(url, options = {}) {
     close() {
       state.closed = true;
       clearTimeout(retry);
+      clearTimeout(refreshTimer);
       if (source) source.close();
       failPending(new Error("closed"));
       for (const waiter of snapshotWaiters.splice(0)) waiter.reject(new Error("closed"));
@@ -562,7 +585,7 @@ export function follow(url, options = {}) {
       }
       const address = options.requestsURL || url.replace(/\/collections\/[^/?#]+\/events.*$/, "/requests");
       const headers = { "Content-Type": "application/json" };
-      if (options.token) headers.Authorization = `Bearer ${options.token}`;
+      if (token) headers.Authorization = `Bearer ${token}`;
       return fetch(address, { method: "POST", headers, body: JSON.stringify(body) }).then((response) =>
         response.text().then((text) => JSON.parse(text)),
       );
@@ -619,14 +642,76 @@ export function follow(url, options = {}) {
     } else if (requested && "anchor" in requested && error.code === "unknown_item") {
       lostAnchor();
       resubscribe();
+    } else if (error.code === "unknown_collection") {
+      // A reader does not bring a collection into being: wait for a writer to.
+      status("waiting for the collection");
+      retry = setTimeout(resubscribe, 1000);
     } else {
       status(error.message);
       if (options.onError) options.onError(error);
     }
   };
+  /** Asks the token function for a token, and plans the next ask before this one expires. */
+  const freshToken = async () => {
+    if (typeof tokenSource !== "function") return token;
+    token = await tokenSource();
+    clearTimeout(refreshTimer);
+    const expiry = tokenExpiry(token);
+    if (expiry !== null && !state.closed) {
+      const left = expiry * 1000 - Date.now();
+      refreshTimer = setTimeout(refresh, Math.max(1000, left - Math.min(30000, left / 5)));
+    }
+    return token;
+  };
+  /** A new token before the old one expires: a WebSocket presents it (`auth`), the subscription
+   * goes on; an event stream opens again with it and resumes. */
+  const refresh = async () => {
+    if (state.closed) return;
+    if (overWebSocket && source && source.readyState === 1) {
+      const socket = source;
+      try {
+        await freshToken();
+      } catch (error) {
+        return status(`token: ${error.message}`);
+      }
+      if (source === socket && socket.readyState === 1) sendAuth(socket);
+    } else if (!overWebSocket) {
+      open(true);
+    }
+  };
+  /** The subscription ended because its rights did: with a token function, a fresh token and a
+   * resume (one changeset); else the error is reported. */
+  const revoked = (text) => {
+    let event;
+    try {
+      event = JSON.parse(text);
+    } catch {
+      event = {};
+    }
+    const error = refusal({ ok: false, error: event.error }, "revoked");
+    if (typeof tokenSource === "function") {
+      status("revoked: refreshing the token");
+      return open(true);
+    }
+    status(error.message);
+    if (options.onError) options.onError(error);
+  };
   const withToken = (address) => {
-    if (!options.token) return address;
-    return address + (address.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(options.token);
+    if (!token) return address;
+    return address + (address.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token);
+  };
+  const sendAuth = (socket) => {
+    const id = `dc${nextId++}`;
+    pending.set(id, {
+      resolve: (answer) => {
+        if (answer.ok) return;
+        const error = refusal(answer, "auth");
+        status(error.message);
+        if (options.onError) options.onError(error);
+      },
+      reject: () => {},
+    });
+    socket.send(JSON.stringify({ op: "auth", token, id }));
   };
   const sendSubscribe = (socket, resume) => {
     const id = `dc${nextId++}`;
@@ -643,22 +728,39 @@ export function follow(url, options = {}) {
     });
     socket.send(JSON.stringify(request));
   };
+  /** (Re)connects, with a fresh token when the token is a function. */
   const open = (resume) => {
     if (state.closed) return;
     clearTimeout(retry);
     if (source) source.close();
+    source = null;
     failPending(new Error("the connection was closed"));
+    const opening = ++openings;
+    Promise.resolve()
+      .then(freshToken)
+      .then(
+        () => opening === openings && !state.closed && connect(resume),
+        (error) => {
+          status(`token: ${error.message}`);
+          retry = setTimeout(() => open(resume), 2000);
+        },
+      );
+  };
+  const connect = (resume) => {
     if (overWebSocket) {
       const Socket = options.WebSocket || globalThis.WebSocket;
-      const socket = new Socket(withToken(url));
+      const socket = new Socket(url);
       source = socket;
       socket.onopen = () => {
+        // The token goes in a line, never in the URL (which proxies log).
+        if (token) sendAuth(socket);
         sendSubscribe(socket, resume);
         status("connected");
       };
       socket.onmessage = (message) => {
         if (source !== socket) return;
         const text = message.data;
+        if (text.startsWith('{"event":"revoked"')) return revoked(text);
         if (text.startsWith('{"event"')) return handle(text);
         let answer;
         try {
@@ -696,6 +798,11 @@ export function follow(url, options = {}) {
     for (const kind of ["snapshot", "changeset", "dropped"]) {
       events.addEventListener(kind, (message) => source === events && handle(message.data));
     }
+    events.addEventListener("revoked", (message) => {
+      if (source !== events) return;
+      events.close();
+      revoked(message.data);
+    });
     events.addEventListener("error", (message) => {
       if (source !== events) return;
       if (typeof message.data === "string") {
@@ -715,9 +822,40 @@ export function follow(url, options = {}) {
         retry = setTimeout(() => open(true), 500);
         return;
       }
+      if (events.readyState === 2 && !opened) {
+        // Refused before the stream began (401, 403): EventSource shows no status or body, so
+        // the same request as a plain `get` says why.
+        const headers = token ? { Authorization: `Bearer ${token}` } : {};
+        fetch(url.replace(/\/events([?#].*)?$/, ""), { headers })
+          .then((response) => response.json())
+          .then(
+            (answer) => {
+              if (source !== events) return;
+              if (answer.ok) {
+                retry = setTimeout(() => open(true), 1000);
+              } else if (answer.error && answer.error.code === "unauthorized" && typeof tokenSource === "function") {
+                retry = setTimeout(() => open(true), 1000);
+              } else {
+                refused(answer, () => open(false));
+              }
+            },
+            () => source === events && status("closed"),
+          );
+        return;
+      }
+      if (events.readyState === 2 && typeof tokenSource === "function") {
+        // EventSource gives up on a refusal (its token expired while it was away): a fresh one.
+        status("reconnecting");
+        retry = setTimeout(() => open(true), 1000);
+        return;
+      }
       status(events.readyState === 2 ? "closed" : "reconnecting");
     });
-    events.addEventListener("open", () => status("connected"));
+    let opened = false;
+    events.addEventListener("open", () => {
+      opened = true;
+      status("connected");
+    });
   };
   open(false);
   return state;

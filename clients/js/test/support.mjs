@@ -90,12 +90,15 @@ export function freePort() {
   });
 }
 
-/** Runs `body(socketPath, httpPort)` against a fresh daemon (with --http when `http`). */
-export async function withDaemon(body, { http = false } = {}) {
+/**
+ * Runs `body(socketPath, httpPort, daemon)` against a fresh daemon (with --http when `http`,
+ * and `args` besides).
+ */
+export async function withDaemon(body, { http = false, args: extra = [] } = {}) {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "diffcast-js-"));
   const socketPath = path.join(directory, "d.sock");
   const port = http ? await freePort() : null;
-  const args = ["--socket", socketPath, ...(http ? ["--http", `127.0.0.1:${port}`] : [])];
+  const args = ["--socket", socketPath, ...(http ? ["--http", `127.0.0.1:${port}`] : []), ...extra];
   const daemon = spawn(daemonBinary, args, { stdio: "ignore" });
   try {
     for (let tries = 0; !fs.existsSync(socketPath); tries += 1) {
@@ -114,7 +117,7 @@ export async function withDaemon(body, { http = false } = {}) {
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
     }
-    await body(socketPath, port);
+    await body(socketPath, port, daemon);
   } finally {
     daemon.kill();
     fs.rmSync(directory, { recursive: true, force: true });
@@ -146,6 +149,7 @@ export class TestWebSocket {
 
   constructor(url) {
     TestWebSocket.instances.push(this);
+    this.url = url;
     this.readyState = 0;
     this.sent = [];
     const { hostname, port, pathname } = new URL(url);
