@@ -97,11 +97,14 @@ test-clients: deps
 # The HTTP front end through real HTTP, SSE and WebSocket clients (and check.py over WebSocket);
 # the JavaScript client under node against the real daemon; the inspector page in a real headless
 # Chromium driven by Selenium (following every op over SSE and WebSocket, across a restart).
-WEB_PACKAGES := nodejs chromium chromium-driver
+# Scoped access (Tests/Access: every right on every transport, tokens minted by PyJWT) and the
+# deployment behind nginx with TLS, followed by Chromium (Tests/Proxy).
+WEB_PACKAGES := nodejs chromium chromium-driver nginx-light openssl
 test-web: deps
 	$(call apt_install,$(WEB_PACKAGES))
-	@python3 -c "import pytest, websocket, selenium, schemathesis" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium schemathesis
+	@python3 -c "import pytest, websocket, selenium, schemathesis, jwt, cryptography" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium schemathesis pyjwt cryptography
 	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider Tests/HTTP Tests/Browser
+	python3 -m pytest -q -p no:cacheprovider Tests/Access Tests/Proxy
 	node --test clients/js/test/
 
 # Daemons sharing collections through a 3-node NATS cluster (started and stopped by the tests):

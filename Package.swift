@@ -167,7 +167,9 @@ let package = Package(
         .target(name: "DiffcastTestDaemon", dependencies: ["DiffcastWire"], path: "Tests/DiffcastTestDaemon"),
         .testTarget(name: "DiffcastCoreTests", dependencies: ["DiffcastCore", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastWireTests", dependencies: ["DiffcastWire", "DiffcastTestSupport"]),
-        .testTarget(name: "DiffcastConfigurationTests", dependencies: ["DiffcastConfiguration"]),
+        .testTarget(
+            name: "DiffcastConfigurationTests",
+            dependencies: ["DiffcastConfiguration", "DiffcastServer", "DiffcastWire", "DiffcastAccess"]),
         .testTarget(name: "DiffcastHTTPTests", dependencies: ["DiffcastHTTP"]),
         .testTarget(name: "DiffcastAccessTests", dependencies: ["DiffcastAccess", "DiffcastWire"]),
         .testTarget(

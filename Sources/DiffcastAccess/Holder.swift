@@ -160,7 +160,8 @@ public struct Holder: Sendable, Equatable {
         let message: String
         switch credential {
         case .token(let token):
-            message = "token for \(token.holderName) may not \(what)"
+            message =
+                "token for \(token.holderName) may not \(what)"
                 + (right == .admin ? " (it needs \"admin\": true)" : "")
         case .anonymous:
             message =
@@ -168,7 +169,8 @@ public struct Holder: Sendable, Equatable {
                 + "'Authorization: Bearer TOKEN' or ?token= over HTTP; the daemon's --tcp-token or a token signed "
                 + "by a key of --auth-keys; the diffcast command sends --token or $DIFFCAST_TOKEN)"
         case .peer(let peer):
-            message = "\(peer.userID.map { "uid \($0)" } ?? "this peer") may not '\(op)'"
+            message =
+                "\(peer.userID.map { "uid \($0)" } ?? "this peer") may not '\(op)'"
                 + (collection.map { " on '\($0)'" } ?? "") + " (see --publishers/--subscribers)"
         case .everything:
             message = "may not \(what)"

@@ -91,7 +91,9 @@ public struct KeySet: Sendable, Equatable {
         }
         var identifier: String?
         if let kid = entry["kid"] {
-            guard case .string(let text) = kid, !text.isEmpty else { throw KeySetError("\(name): kid must be a string") }
+            guard case .string(let text) = kid, !text.isEmpty else {
+                throw KeySetError("\(name): kid must be a string")
+            }
             identifier = text
         }
         let label = identifier.map { "\(name) (kid '\($0)')" } ?? name
@@ -174,11 +176,13 @@ public struct KeySetError: Error, CustomStringConvertible {
 }
 
 /// Runs async work to its end from synchronous code (loading keys at start and on SIGHUP):
-/// JWTKit builds its signers inside an actor.
+/// JWTKit builds its signers inside an actor. The work runs on a queue of its own (a task
+/// executor preference, which JWTKit's default actors follow), never on Swift's cooperative
+/// threads, so waiting for it cannot starve them even when the caller is one of them.
 func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
     let outcome = BlockingOutcome<T>()
     let done = DispatchSemaphore(value: 0)
-    Task {
+    Task(executorPreference: BlockingExecutor.shared) {
         do {
             outcome.result = .success(try await work())
         } catch {
@@ -189,6 +193,18 @@ func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) thr
     done.wait()
     guard let result = outcome.result else { throw KeySetError("the key could not be made") }
     return try result.get()
+}
+
+/// A serial Dispatch queue as a task executor: where `blocking` runs its work.
+private final class BlockingExecutor: TaskExecutor {
+    static let shared = BlockingExecutor()
+    private let queue = DispatchQueue(label: "diffcast.access.blocking")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
 }
 
 /// The result `blocking` waits for: written by its task before the semaphore is signalled,

@@ -153,4 +153,3 @@ public struct TokenRefusal: Error, CustomStringConvertible, Equatable {
         self.description = description
     }
 }
-

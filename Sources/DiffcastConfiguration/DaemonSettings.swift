@@ -1,8 +1,8 @@
 import DiffcastAccess
 import DiffcastEngine
 import DiffcastServer
-import DiffcastWire
 import DiffcastStorage
+import DiffcastWire
 import Logging
 import Yams
 
@@ -285,7 +285,8 @@ public struct ValidatedSettings: Sendable {
         if let path = settings.authKeys {
             do {
                 server.tokenVerifier = TokenVerifier(
-                    keys: try KeySet.loadWaiting(path: path), audience: settings.authAudience, issuer: settings.authIssuer,
+                    keys: try KeySet.loadWaiting(path: path), audience: settings.authAudience,
+                    issuer: settings.authIssuer,
                     leewaySeconds: Double(settings.authLeewayS))
             } catch {
                 throw SettingsError("auth_keys: \(error)")

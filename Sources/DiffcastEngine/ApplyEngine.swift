@@ -174,7 +174,9 @@ public final class ApplyEngine {
             answer(request, address)
         case .list(let readable):
             publishAllOpenBatches()
-            let rows = collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted { $0.name < $1.name }.map { state in
+            let rows = collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted {
+                $0.name < $1.name
+            }.map { state in
                 CollectionRow(
                     name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
                     items: state.document.itemCount, subscribers: 0)

@@ -50,9 +50,12 @@ struct Token: AsyncParsableCommand {
         }
         var rights = Rights(admin: admin)
         do {
-            rights.read = CollectionScope(try read.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
-            rights.write = CollectionScope(try write.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
-            rights.drop = CollectionScope(try drop.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
+            rights.read = CollectionScope(
+                try read.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
+            rights.write = CollectionScope(
+                try write.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
+            rights.drop = CollectionScope(
+                try drop.map { pattern throws(PatternError) in try CollectionPattern(parsing: pattern) })
         } catch {
             throw ValidationError("\(error)")
         }

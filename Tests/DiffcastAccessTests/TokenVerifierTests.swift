@@ -88,7 +88,8 @@ import Testing
         let verifier = try await verifier()
         var generator = SystemRandomNumberGenerator()
         for length in [0, 1, 2, 3, 100, 8192, 8193, 100_000] {
-            let text = String((0..<length).map { _ in Character(UnicodeScalar(UInt8.random(in: 33...126, using: &generator))) })
+            let text = String(
+                (0..<length).map { _ in Character(UnicodeScalar(UInt8.random(in: 33...126, using: &generator))) })
             #expect(throws: TokenRefusal.self) { try verifier.verify(text, now: Self.now) }
             #expect(throws: TokenRefusal.self) { try verifier.verify(text + "." + text + "." + text, now: Self.now) }
         }
@@ -98,10 +99,16 @@ import Testing
         let cases: [(String, String)] = [
             (#"{"keys":[]}"#, "holds no key"),
             (#"{"keys":[{"kty":"oct","k":"c2hvcnQ"}]}"#, "at least 32 bytes"),
-            (#"{"keys":[{"kty":"oct","alg":"RS256","k":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}]}"#, "does not fit"),
+            (
+                #"{"keys":[{"kty":"oct","alg":"RS256","k":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}]}"#,
+                "does not fit"
+            ),
             (#"{"keys":[{"kty":"EC","crv":"P-384","x":"AA","y":"AA"}]}"#, "not supported"),
             (#"{"keys":[{"kty":"RSA","n":"AQAB"}]}"#, "not a usable RSA key"),
-            (#"{"keys":[{"kty":"oct","use":"enc","k":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}]}"#, "not for signatures"),
+            (
+                #"{"keys":[{"kty":"oct","use":"enc","k":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}]}"#,
+                "not for signatures"
+            ),
             ("[1,2]", "expected a JSON Web Key Set"),
             ("{", "not JSON"),
         ]

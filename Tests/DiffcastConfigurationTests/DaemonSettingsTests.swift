@@ -1,5 +1,7 @@
+import DiffcastAccess
 import DiffcastConfiguration
 import DiffcastServer
+import DiffcastWire
 import Foundation
 import Testing
 
@@ -18,6 +20,8 @@ import Testing
             "slow_subscriber_policy", "coalesce_window_ms", "history_versions", "state_dir", "sync",
             "sync_interval_ms", "checkpoint_log_bytes", "max_connections", "max_collections",
             "max_items_per_collection", "publishers", "subscribers", "stream_linger_ms",
+            "auth_keys", "auth_audience", "auth_issuer", "auth_leeway_s", "auth_anonymous",
+            "max_connections_per_subject", "trusted_proxies",
         ] {
             #expect(text.contains("\n\(key): "), "\(key) is not in the shipped file")
         }
@@ -72,5 +76,43 @@ import Testing
         let validated = try ValidatedSettings(settings)
         #expect(validated.server.limits.collections == 7)
         #expect(validated.server.publishers.userIDs == [0])
+    }
+
+    @Test func anonymousRightsAreAMappingOrItsJSONAndBadOnesAreNamed() throws {
+        let mapping = try ValidatedSettings(
+            try DaemonSettings.load(yaml: "auth_anonymous: {read: [public.>]}\n", from: "f.yaml"))
+        #expect(mapping.server.anonymousRights.read.contains("public.scores"))
+        #expect(!mapping.server.anonymousRights.read.contains("inbox.alice"))
+        #expect(mapping.server.anonymousRights.write.isEmpty)
+        let json = try ValidatedSettings(
+            try DaemonSettings.load(yaml: "auth_anonymous: '{\"write\":[\"a.*\"]}'\n", from: "f.yaml"))
+        #expect(json.server.anonymousRights.write.contains("a.b"))
+        for (yaml, named) in [
+            ("auth_anonymous: '{\"read\":[\"a.>.b\"]}'\n", "auth_anonymous"),
+            ("auth_anonymous: '{\"raed\":[\"a\"]}'\n", "auth_anonymous"),
+            ("auth_audience: diffcast\n", "auth_audience"),
+            ("auth_keys: /nonexistent/keys.json\n", "auth_keys"),
+            ("auth_leeway_s: -1\n", "auth_leeway_s"),
+            ("max_connections_per_subject: 0\n", "max_connections_per_subject"),
+        ] {
+            do {
+                _ = try ValidatedSettings(try DaemonSettings.load(yaml: yaml, from: "f.yaml"))
+                Issue.record("\(yaml) was accepted")
+            } catch {
+                #expect("\(error)".contains(named), "\(yaml): \(error)")
+            }
+        }
+    }
+
+    @Test func aKeySetLetsHTTPListenBeyondLoopback() throws {
+        let keys = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(getpid()).json")
+        try Data(#"{"keys":[{"kty":"oct","k":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}]}"#.utf8).write(to: keys)
+        defer { try? FileManager.default.removeItem(at: keys) }
+        #expect(throws: SettingsError.self) {
+            try ValidatedSettings(try DaemonSettings.load(yaml: "http: 0.0.0.0:8080\n", from: "f.yaml"))
+        }
+        let validated = try ValidatedSettings(
+            try DaemonSettings.load(yaml: "http: 0.0.0.0:8080\nauth_keys: \(keys.path)\n", from: "f.yaml"))
+        #expect(validated.server.tokenVerifier?.keys.keys.first?.algorithm == "HS256")
     }
 }
