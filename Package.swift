@@ -1,9 +1,9 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// The daemon's engine and server, built for release, skip dynamic exclusivity checks. Every
-// access to a class's stored property paid one (swift_beginAccess, about 85 instructions): nine
-// per feed append, 6% of the daemon's instructions under callgrind (`scripts/instructions.sh`).
+// The daemon's engine and server, built for release, skip dynamic exclusivity checks: every
+// access to a class's stored property would otherwise call swift_beginAccess, several times per
+// feed append (`scripts/instructions.sh` counts the cost).
 // Static checks stay on, and debug builds, which the tests run, keep the dynamic ones too. The
 // modules a client links (DiffcastCore, DiffcastWire, DiffcastClient) carry no unsafe flag, so
 // the client library stays usable as a versioned dependency.
@@ -118,7 +118,7 @@ let package = Package(
         .target(
             name: "DiffcastConfiguration",
             dependencies: [
-                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastAccess",
+                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastAccess", "DiffcastBackbone",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine",
+                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine", "DiffcastAccess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"

@@ -8,7 +8,7 @@ import PackageDescription
 /// that hands it to libFuzzer's driver (`Fuzz.main`).
 let fuzzTargets = [
     "request_line", "request_apply", "wal_file", "checkpoint_file", "shared_log_message",
-    "shared_log_snapshot", "forward", "event_line", "config_file", "http_request", "websocket_frames",
+    "shared_log_snapshot", "forward", "event_line", "config_file", "http_request", "websocket_frames", "token",
 ]
 
 let package = Package(

@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 all=(request_line request_apply wal_file checkpoint_file shared_log_message shared_log_snapshot forward event_line
-    config_file http_request websocket_frames)
+    config_file http_request websocket_frames token)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 # The dictionary of each target's format (the ones of numbers at their limits, op names, keys).

@@ -43,7 +43,7 @@ request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if
 request-keeps-line-regardless|Sources/DiffcastWire/Request.swift|        if keep {|        if Bool(true) {|RequestParserTests
 journal-without-lines|Sources/DiffcastServer/Server.swift|        parser.keepsLines = store != nil|        parser.keepsLines = Bool(false) && store != nil|DurabilityTests
 workspace-lent-unemptied|Sources/DiffcastWire/RequestParser.swift|                    tokens.removeAll(keepingCapacity: true)|                    _ = tokens|RequestParserTests
-access-kept-across-reload|Sources/DiffcastServer/Server+Supervision.swift|        for connection in connections.values {|        for connection in connections.values where Bool(false) {|AccessTests
+access-kept-across-reload|Sources/DiffcastServer/Server+Access.swift|        for connection in connections.values {|        for connection in connections.values where Bool(false) {|AccessTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 decimal-digits-one-short|Sources/DiffcastWire/JSONOutput.swift|        while digits < 20 && value >= power {|        while digits < 20 && value > power {|DiffcastWireTests
@@ -91,10 +91,10 @@ unmoved-sections-data-unseen|Sources/DiffcastCore/Differ.swift|            for i
 own-log-messages-applied-again|Sources/DiffcastEngine/SharedLogApplier.swift|        logPosition[name].map { sequence <= $0 } ?? false|        false|SharedLogApplierTests
 fenced-batch-kept|Sources/DiffcastEngine/SharedLogApplier.swift|            engine.rollBackLastBatch()\n            backbone.release(name)\n            return nil|            _ = engine.commitLastBatch()\n            backbone.release(name)\n            return produced|SharedLogApplierTests
 unpersisted-batch-kept|Sources/DiffcastEngine/ApplyEngine.swift|    public func rollBackLastBatch() {|    public func rollBackLastBatch() {\n        if Bool(true) { return }|DiskFullTests
-drop-open-to-every-peer|Sources/DiffcastServer/Server+Reading.swift|        case .write, .drop: allowed = connection.access.mayWrite\n        case .get, .subscribe, .window, .list, .stats: allowed = connection.access.mayRead\n        case .ping, .auth, .unsubscribe: return true|        case .write: allowed = connection.access.mayWrite\n        case .get, .subscribe, .window, .list, .stats: allowed = connection.access.mayRead\n        case .ping, .auth, .unsubscribe, .drop: return true|AccessTests
-reads-checked-against-publishers|Sources/DiffcastServer/Server+Reading.swift|            mayRead: configuration.subscribers.allows(connection.peer))|            mayRead: configuration.publishers.allows(connection.peer))|AccessTests
-subscribe-open-to-every-peer|Sources/DiffcastServer/Server+Reading.swift|        case .get, .subscribe, .window, .list, .stats: allowed = connection.access.mayRead\n        case .ping, .auth, .unsubscribe: return true|        case .get, .window, .list, .stats: allowed = connection.access.mayRead\n        case .ping, .auth, .unsubscribe, .subscribe: return true|AccessTests
-tcp-reads-without-token|Sources/DiffcastServer/Server+Reading.swift|        case .ping, .auth: break\n        default:|        case .ping, .auth, .get, .list: break\n        default:|AccessTests
+drop-open-to-every-peer|Sources/DiffcastAccess/Holder.swift|            case .drop: return peer.mayWrite|            case .drop: return Bool(true)|AccessTests
+reads-checked-against-publishers|Sources/DiffcastServer/Server+Access.swift|                    mayRead: configuration.subscribers.allows(connection.peer)|                    mayRead: configuration.publishers.allows(connection.peer)|AccessTests
+subscribe-open-to-every-peer|Sources/DiffcastAccess/Holder.swift|        switch command {\n        case .ping, .auth:\n            return nil|        if case .subscribe = command { return nil }\n        switch command {\n        case .ping, .auth:\n            return nil|AccessTests
+tcp-list-without-token|Sources/DiffcastAccess/Holder.swift|            if let readable, readable.isEmpty { return refused(.read, nil, op: op) }|            _ = readable|AccessTests|HolderTests
 window-empty-section-past-the-end|Sources/DiffcastCore/Window.swift|(placeOfSection == range.upper && range.upper == range.total)|(placeOfSection == range.upper)|WindowTests
 window-anchor-passes-backwards-first|Sources/DiffcastCore/Window.swift|                previous.firstSurvivor(after: anchorPosition, in: document)\n                ?? previous.lastSurvivor(before: anchorPosition, in: document)|                previous.lastSurvivor(before: anchorPosition, in: document)\n                ?? previous.firstSurvivor(after: anchorPosition, in: document)|WindowTests
 window-marks-ignored|Sources/DiffcastCore/Window.swift|marksMayTouch(marks, document, newRange) else { return nil }|Bool(false) else { return nil }|WindowTests
@@ -112,15 +112,44 @@ forwarded-read-decoded|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|
 forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|ResponseDecoder.response(line, maximumDepth: depth)|ResponseDecoder.response(line, maximumDepth: 4)|SharedLogApplierTests
 state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
+scope-rest-matches-nothing-after|Sources/DiffcastWire/Rights.swift|                return !remaining.isEmpty|                return true|HolderTests
+scope-star-matches-many|Sources/DiffcastWire/Rights.swift|                guard remaining.popFirst() != nil else { return false }|                return true|HolderTests
+scope-literal-prefix-matches|Sources/DiffcastWire/Rights.swift|        return remaining.isEmpty\n|        return true\n|HolderTests
+scope-read-ignored|Sources/DiffcastAccess/Holder.swift|            case .read: return rights.read.contains(collection)|            case .read: return true|HolderTests|py:Tests/Access/test_rights.py
+scope-write-is-read|Sources/DiffcastAccess/Holder.swift|            case .write: return rights.write.contains(collection)|            case .write: return rights.read.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
+scope-drop-is-write|Sources/DiffcastAccess/Holder.swift|            case .drop: return rights.drop.contains(collection)|            case .drop: return rights.write.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
+scope-stats-without-admin|Sources/DiffcastAccess/Holder.swift|            case .admin: return false|            case .admin: return true|HolderTests|py:Tests/Access/test_rights.py
+scope-anonymous-not-joined|Sources/DiffcastAccess/Holder.swift|        case .token(let token): token.rights.union(anonymous)|        case .token(let token): token.rights|HolderTests|py:Tests/Access/test_anonymous.py
+scope-expiry-unchecked|Sources/DiffcastAccess/TokenVerifier.swift|        guard now <= expiry + leewaySeconds else|        guard Bool(true) else|TokenVerifierTests|py:Tests/Access/test_tokens.py
+scope-any-alg-for-a-key|Sources/DiffcastAccess/KeySet.swift|            key.algorithm == algorithm && (identifier|            Bool(true) && (identifier|TokenVerifierTests|py:Tests/Access/test_tokens.py
+scope-unknown-kid-tries-others|Sources/DiffcastAccess/KeySet.swift|(identifier == nil|(Bool(true)|TokenVerifierTests
+scope-alg-none-checked-by-keys|Sources/DiffcastAccess/TokenVerifier.swift|        guard algorithm != "none" else|        guard Bool(true) else|TokenVerifierTests
+scope-signature-unchecked|Sources/DiffcastAccess/TokenVerifier.swift|        guard isSigned else { throw TokenRefusal("bad signature") }|        _ = isSigned|TokenVerifierTests|py:Tests/Access/test_tokens.py
+scope-list-unfiltered|Sources/DiffcastServer/Server+Access.swift|            if let readable = holder.readable { request.command = .list(readable: readable) }|            _ = holder.readable|py:Tests/Access/test_rights.py
+scope-readers-create-by-subscribing|Sources/DiffcastServer/Server+Access.swift|            if !holder.mayCreate(name) {|            if Bool(false) {|py:Tests/Access/test_rights.py
+scope-expired-tokens-kept|Sources/DiffcastServer/Server+Access.swift|                now > token.expiresAt + leeway|                Bool(false)|py:Tests/Access/test_revocation.py
+scope-removed-key-kept|Sources/DiffcastServer/Server+Access.swift|                        .token(try verifier.verify(token.text, now: now)), on: connection,|                        .token(token), on: connection,|py:Tests/Access/test_revocation.py
+scope-narrowed-subscriptions-kept|Sources/DiffcastServer/Server+Access.swift|        for name in connection.subscriptions.keys.sorted() where !connection.holder.may(.read, name) {|        for name in connection.subscriptions.keys.sorted() where Bool(false) {|py:Tests/Access/test_revocation.py
+scope-subject-limit-ignored|Sources/DiffcastServer/Server+Access.swift|            guard held < limit else {|            guard Bool(true) else {|py:Tests/Access/test_limits.py
+scope-401-as-403|Sources/DiffcastServer/Connection.swift|            guard status == 403, !presentedToken else {|            guard Bool(false) else {|py:Tests/Access/test_tokens.py
+scope-throttle-never-blocks|Sources/DiffcastAccess/FailedAuthThrottle.swift|        let blocks = record.failures.count >= maximumFailures|        let blocks = Bool(false)|py:Tests/Access/test_tokens.py
+scope-refused-auth-drops-rights|Sources/DiffcastServer/Server+Access.swift|        case .failure(let refusal):\n            failure = refusal\n        }\n        let error|        case .failure(let refusal):\n            failure = refusal\n            connection.holder.credential = .anonymous\n        }\n        let error|py:Tests/Access/test_tokens.py
 EOF
 )
 
-# The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
-all_filters=$(echo "$mutants" | cut -d'|' -f5- | tr '|' '\n' | sort -u | paste -sd'|')
+# A filter `py:PATH` names a pytest suite run against the copy's daemon; the others filter
+# `swift test`. The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
+swift_filters() { tr '|' '\n' | grep -v '^py:' | sort -u | paste -sd'|'; }
+python_suites() { tr '|' '\n' | grep '^py:' | sed 's/^py://' | sort -u | paste -sd' '; }
+all_filters=$(echo "$mutants" | cut -d'|' -f5- | swift_filters)
+all_python=$(echo "$mutants" | cut -d'|' -f5- | python_suites)
 (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy does not build (see $scratch/baseline.log)"; exit 1; }
 (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$all_filters" \
   >>"$scratch/baseline.log" 2>&1) || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
+# shellcheck disable=SC2086
+(cd "$scratch/src" && python3 -m pytest -q -p no:cacheprovider $all_python >>"$scratch/baseline.log" 2>&1) \
+  || { echo "the unmutated copy fails its Python suites (see $scratch/baseline.log)"; exit 1; }
 
 killed=0
 survived=0
@@ -139,16 +168,18 @@ if text.count(old) != 1:
 open(path, "w").write(text.replace(old, new))
 PY
   log="$scratch/$name.log"
-  filter=$(echo "$filters" | tr '|' '\n' | paste -sd'|')
+  filter=$(echo "$filters" | swift_filters)
+  suites=$(echo "$filters" | python_suites)
   if ! (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$log" 2>&1); then
     printf '%-32s %s\n' "$name" "killed by the compiler (see $log)"
     killed=$((killed + 1))
-  elif (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); then
+  elif { [ -z "$filter" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); } \
+    && { [ -z "$suites" ] || (cd "$scratch/src" && python3 -m pytest -q -x -p no:cacheprovider $suites >>"$log" 2>&1); }; then
     printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
     survived=$((survived + 1))
   else
     # A crash leaves no "✘ Test" line: grep then fails, which must not end the run (pipefail).
-    tests=$(grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//' | sort -u | head -4 | paste -sd, - || true)
+    tests=$( { grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//'; grep -oE '^FAILED [^ ]+' "$log" | sed 's/^FAILED .*:://'; } | sort -u | head -4 | paste -sd, - || true)
     printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
     killed=$((killed + 1))
   fi

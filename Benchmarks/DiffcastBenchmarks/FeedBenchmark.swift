@@ -25,6 +25,12 @@ struct FeedBenchmark: ParsableCommand {
     @Option(help: "Runs, each diffcastd then Redis; with more than one, the medians close the table.")
     var runs = 1
 
+    @Flag(
+        help:
+            "Instead of Redis, diffcastd with capability tokens: every client presents an HS256 token (auth) before it starts."
+    )
+    var scoped = false
+
     /// ~100 bytes of content per item, as in the issue's workload.
     private static let text = String(repeating: "x", count: 80)
 
@@ -45,25 +51,36 @@ struct FeedBenchmark: ParsableCommand {
         // (the ratio moves by ±15% from run to run).
         var ratios: [Double] = []
         var p99Ratios: [Double] = []
+        let scopedAccess = scoped ? try ScopedAccess(directory: directory) : nil
         for _ in 0..<max(1, runs) {
             let ours = try feed(diffcastAt: directory + "/d.sock")
             emit(ours.row("diffcastd"))
-            let redis = try feed(redisAt: directory + "/r.sock")
-            emit(redis.row("redis pub/sub (each append a PUBLISH)"))
-            ratios.append(ours.deliveriesPerSecond / redis.deliveriesPerSecond)
-            p99Ratios.append(percentile(ours.latencies, 0.99) / percentile(redis.latencies, 0.99))
+            if let scopedAccess {
+                // With tokens against without: the ratios are scoped ÷ plain.
+                let withTokens = try feed(diffcastAt: directory + "/s.sock", access: scopedAccess)
+                emit(withTokens.row("diffcastd, every client with a capability token"))
+                ratios.append(withTokens.deliveriesPerSecond / ours.deliveriesPerSecond)
+                p99Ratios.append(percentile(withTokens.latencies, 0.99) / percentile(ours.latencies, 0.99))
+            } else {
+                let redis = try feed(redisAt: directory + "/r.sock")
+                emit(redis.row("redis pub/sub (each append a PUBLISH)"))
+                ratios.append(ours.deliveriesPerSecond / redis.deliveriesPerSecond)
+                p99Ratios.append(percentile(ours.latencies, 0.99) / percentile(redis.latencies, 0.99))
+            }
         }
         if ratios.count == 1 {
             emit(
                 String(
-                    format: "\nRatio diffcastd / redis: deliveries/s %.2f×, p99 latency %.2f×\n", ratios[0],
+                    format:
+                        "\nRatio \(scoped ? "with tokens / without" : "diffcastd / redis"): deliveries/s %.2f×, p99 latency %.2f×\n",
+                    ratios[0],
                     p99Ratios[0]))
         } else {
             let list = { (values: [Double]) in values.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
             emit(
                 String(
                     format:
-                        "\nRatio diffcastd / redis over %d alternated runs: deliveries/s median %.2f× (%@), p99 latency median %.2f× (%@); p99 below Redis's in %d of %d\n",
+                        "\nRatio \(scoped ? "with tokens / without" : "diffcastd / redis") over %d alternated runs: deliveries/s median %.2f× (%@), p99 latency median %.2f× (%@); p99 below the other's in %d of %d\n",
                     ratios.count, percentile(ratios, 0.5), list(ratios), percentile(p99Ratios, 0.5), list(p99Ratios),
                     p99Ratios.count { $0 < 1 }, p99Ratios.count))
         }
@@ -89,15 +106,21 @@ struct FeedBenchmark: ParsableCommand {
         }
     }
 
-    private func feed(diffcastAt path: String) throws -> Result {
-        let server = try ServerProcess.diffcastd(socketPath: path)
+    private func feed(diffcastAt path: String, access: ScopedAccess? = nil) throws -> Result {
+        let server = try ServerProcess.diffcastd(socketPath: path, arguments: access?.arguments ?? [])
         defer { server.stop() }
+        let prelude = access.map { Array("{\"op\":\"auth\",\"token\":\"\($0.token)\"}\n".utf8) } ?? []
         let setup = try UnixSocket(path: path)
-        try setup.send(Array("apply feed {\"sections\":[{\"id\":\"s\"}]}\n".utf8))
+        try setup.send(prelude + Array("apply feed {\"sections\":[{\"id\":\"s\"}]}\n".utf8))
+        if access != nil { _ = setup.readLine() }
         _ = setup.readLine()
         var sockets: [UnixSocket] = []
         for _ in 0..<subscribers {
             let socket = try UnixSocket(path: path)
+            if access != nil {
+                try socket.send(prelude)
+                _ = socket.readLine()
+            }
             try socket.send(Array("subscribe feed\n".utf8))
             // The snapshot and the response.
             _ = socket.readLine()
@@ -108,7 +131,7 @@ struct FeedBenchmark: ParsableCommand {
         // memmem, minding a pattern split across two reads (as cheap as the reader can be).
         let marker = Array("{\"at\":[".utf8)
         var tails = Array(repeating: [UInt8](), count: sockets.count)
-        let result = try measure(server: server, path: path, sockets: sockets) { index in
+        let result = try measure(server: server, path: path, sockets: sockets, prelude: prelude) { index in
             Array(
                 "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
                     .utf8)
@@ -154,11 +177,15 @@ struct FeedBenchmark: ParsableCommand {
     /// Publishes `writes` writes with at most `window` unanswered, while one thread reads every
     /// subscriber; `count` says how many new items a read brought to a subscriber.
     private func measure(
-        server: ServerProcess, path: String, sockets: [UnixSocket], write: @escaping @Sendable (Int) -> [UInt8],
-        count: (Int, ArraySlice<UInt8>) -> Int
+        server: ServerProcess, path: String, sockets: [UnixSocket], prelude: [UInt8] = [],
+        write: @escaping @Sendable (Int) -> [UInt8], count: (Int, ArraySlice<UInt8>) -> Int
     ) throws -> Result {
         let sampler = PipelineBenchmark.MemorySampler(server)
         let publisher = try UnixSocket(path: path)
+        if !prelude.isEmpty {
+            try publisher.send(prelude)
+            _ = publisher.readLine()
+        }
         let sent = Mutex<[ContinuousClock.Instant]>([])
         let lastVersion = Atomic<Int>(0)
         let writerDone = DispatchSemaphore(value: 0)

@@ -60,6 +60,17 @@ public struct KeySet: Sendable, Equatable {
         return try await KeySet(json: bytes, source: path)
     }
 
+    /// `init(json:source:)`, waited for (see `loadWaiting`).
+    public static func parse(json: [UInt8], source: String) throws(KeySetError) -> KeySet {
+        do {
+            return try blocking { try await KeySet(json: json, source: source) }
+        } catch let error as KeySetError {
+            throw error
+        } catch {
+            throw KeySetError("\(source): \(error)")
+        }
+    }
+
     /// `load`, waited for: for the daemon's start and SIGHUP, which run on the loop's thread,
     /// outside Swift concurrency. Never call it from a task: it blocks its thread until the
     /// key set is made on another.

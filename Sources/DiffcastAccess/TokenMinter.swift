@@ -42,6 +42,17 @@ public enum TokenMinter {
         }
     }
 
+    /// `mint`, waited for: for synchronous programs (benchmarks, scripts).
+    public static func mintWaiting(_ claims: Claims, keyJSON: [UInt8]) throws(KeySetError) -> String {
+        do {
+            return try blocking { try await mint(claims, keyJSON: keyJSON) }
+        } catch let error as KeySetError {
+            throw error
+        } catch {
+            throw KeySetError("cannot sign with this key: \(error)")
+        }
+    }
+
     private static func sign(_ payload: Payload, key: JSONValue) async throws -> String {
         guard case .object(var members) = key, case .string(let type)? = key["kty"] else {
             throw KeySetError("a key is a JSON object with \"kty\"")

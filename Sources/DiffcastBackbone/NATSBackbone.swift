@@ -29,6 +29,8 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         public var mayOwn = true
         /// Copies the cluster keeps of the log and the leases.
         public var replicas = 3
+        /// How the daemon proves itself to the cluster, and checks the cluster (TLS).
+        public var credentials = NATSCredentials()
 
         public init(servers: [String]) {
             self.servers = servers
@@ -108,7 +110,9 @@ public final class NATSBackbone: Backbone, @unchecked Sendable {
         node = SubjectToken.encode(host.isEmpty ? "diffcastd" : host) + "-" + suffix
         self.settings = settings
         self.logger = logger
-        client = try NATSClient(servers: settings.servers, name: "diffcastd \(node)") { error in
+        client = try NATSClient(
+            servers: settings.servers, name: "diffcastd \(node)", credentials: settings.credentials
+        ) { error in
             logger.warning("NATS: \(error)")
         }
     }

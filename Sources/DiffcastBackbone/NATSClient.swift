@@ -2,6 +2,41 @@ import CNATS
 import DiffcastCore
 import Glibc
 
+/// How a daemon proves itself to the NATS cluster (one of user and password, a token, or a
+/// `.creds` file of a JWT and its NKey seed), and the TLS it speaks: the cluster then lets in
+/// only the daemons it knows, so no one else can write into the shared log.
+public struct NATSCredentials: Sendable, Equatable {
+    public var user: String?
+    public var password: String?
+    public var token: String?
+    /// A `.creds` file (NATS decentralized auth: a user JWT and its NKey seed).
+    public var credentialsFile: String?
+    /// CA certificates the servers' certificates must chain to (TLS on).
+    public var tlsCA: String?
+    /// This daemon's certificate chain and key, for servers that verify clients.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+
+    public init() {}
+
+    func apply(to options: OpaquePointer?) throws {
+        if let user { try check(natsOptions_SetUserInfo(options, user, password), "backbone_user") }
+        if let token { try check(natsOptions_SetToken(options, token), "backbone_token") }
+        if let credentialsFile {
+            try check(natsOptions_SetUserCredentialsFromFiles(options, credentialsFile, nil), "backbone_creds")
+        }
+        if tlsCA != nil || tlsCertificate != nil {
+            try check(natsOptions_SetSecure(options, true), "backbone TLS")
+        }
+        if let tlsCA { try check(natsOptions_LoadCATrustedCertificates(options, tlsCA), "backbone_tls_ca \(tlsCA)") }
+        if let tlsCertificate {
+            try check(
+                natsOptions_LoadCertificatesChain(options, tlsCertificate, tlsKey),
+                "backbone_tls_cert \(tlsCertificate)")
+        }
+    }
+}
+
 /// A libnats call that failed: its status, JetStream's error code when the server gave one, and
 /// the library's own text for it.
 public struct NATSError: Error, CustomStringConvertible {
@@ -50,7 +85,10 @@ final class NATSClient: @unchecked Sendable {
 
     /// Connects to the first server of `servers` that answers; reconnects for ever afterwards.
     /// `onError` hears of the errors libnats meets on its own threads, with their text.
-    init(servers: [String], name: String, onError: @escaping @Sendable (String) -> Void) throws {
+    init(
+        servers: [String], name: String, credentials: NATSCredentials = NATSCredentials(),
+        onError: @escaping @Sendable (String) -> Void
+    ) throws {
         errorHandler = ErrorHandlerBox(onError)
         var options: OpaquePointer?
         try check(natsOptions_Create(&options), "natsOptions_Create")
@@ -68,8 +106,15 @@ final class NATSClient: @unchecked Sendable {
         // minutes of pings: until then the daemon's requests wait on a dead connection.
         natsOptions_SetPingInterval(options, 1000)
         natsOptions_SetMaxPingsOut(options, 3)
+        try credentials.apply(to: options)
         var connection: OpaquePointer?
-        try check(natsConnection_Connect(&connection, options), "connecting to \(servers.joined(separator: ","))")
+        let connected = natsConnection_Connect(&connection, options)
+        if connected == NATS_NOT_PERMITTED || connected == NATS_CONNECTION_AUTH_FAILED {
+            throw NATSError(
+                "the NATS servers \(servers.joined(separator: ",")) refused this daemon's credentials "
+                    + "(backbone_user/backbone_password, backbone_token or backbone_creds)", connected)
+        }
+        try check(connected, "connecting to \(servers.joined(separator: ","))")
         var jetStream: OpaquePointer?
         var jsOptions = jsOptions()
         jsOptions_Init(&jsOptions)
@@ -266,7 +311,7 @@ final class NATSClient: @unchecked Sendable {
         options.Ordered = true
         options.Config.DeliverPolicy = first <= 1 ? js_DeliverAll : js_DeliverByStartSequence
         options.Config.OptStartSeq = first <= 1 ? 0 : first
-        // libnats' default (5 s, two missed) noticed a consumer lost with its server only after
+        // libnats' default (5 s, two missed) notices a consumer lost with its server only after
         // 10-20 s; the backbone's own watch (`NATSBackbone.checkFollowing`) covers the rest.
         options.Config.Heartbeat = 1_000_000_000
         let box = MessageHandlerBox { message in
@@ -453,6 +498,6 @@ final class KeyValueBucket: @unchecked Sendable {
     }
 }
 
-private func check(_ status: natsStatus, _ what: String) throws {
+func check(_ status: natsStatus, _ what: String) throws {
     guard status == NATS_OK else { throw NATSError(what, status) }
 }

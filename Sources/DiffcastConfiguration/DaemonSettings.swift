@@ -1,4 +1,5 @@
 import DiffcastAccess
+import DiffcastBackbone
 import DiffcastEngine
 import DiffcastServer
 import DiffcastStorage
@@ -45,6 +46,13 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var authAnonymous: String?
     public var maxConnectionsPerSubject = 100
     public var trustedProxies: [String] = []
+    public var backboneUser: String?
+    public var backbonePassword: String?
+    public var backboneToken: String?
+    public var backboneCreds: String?
+    public var backboneTlsCa: String?
+    public var backboneTlsCert: String?
+    public var backboneTlsKey: String?
 
     public init() {}
 
@@ -61,6 +69,9 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case authKeys = "auth_keys", authAudience = "auth_audience", authIssuer = "auth_issuer"
         case authLeewayS = "auth_leeway_s", authAnonymous = "auth_anonymous"
         case maxConnectionsPerSubject = "max_connections_per_subject", trustedProxies = "trusted_proxies"
+        case backboneUser = "backbone_user", backbonePassword = "backbone_password", backboneToken = "backbone_token"
+        case backboneCreds = "backbone_creds", backboneTlsCa = "backbone_tls_ca", backboneTlsCert = "backbone_tls_cert"
+        case backboneTlsKey = "backbone_tls_key"
     }
 
     /// Keys the file leaves out keep their defaults.
@@ -112,6 +123,13 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         maxConnectionsPerSubject =
             try file.decodeIfPresent(Int.self, forKey: .maxConnectionsPerSubject) ?? defaults.maxConnectionsPerSubject
         trustedProxies = try file.decodeIfPresent([String].self, forKey: .trustedProxies) ?? defaults.trustedProxies
+        backboneUser = try file.decodeIfPresent(String.self, forKey: .backboneUser)
+        backbonePassword = try file.decodeIfPresent(String.self, forKey: .backbonePassword)
+        backboneToken = try file.decodeIfPresent(String.self, forKey: .backboneToken)
+        backboneCreds = try file.decodeIfPresent(String.self, forKey: .backboneCreds)
+        backboneTlsCa = try file.decodeIfPresent(String.self, forKey: .backboneTlsCa)
+        backboneTlsCert = try file.decodeIfPresent(String.self, forKey: .backboneTlsCert)
+        backboneTlsKey = try file.decodeIfPresent(String.self, forKey: .backboneTlsKey)
     }
 
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
@@ -173,6 +191,7 @@ public struct BackboneOptions: Sendable, Equatable {
     public var leaseMilliseconds: Int
     public var mayOwn: Bool
     public var replicas: Int
+    public var credentials: NATSCredentials
 }
 
 /// A configuration that cannot be used, with the key and reason.
@@ -226,8 +245,15 @@ public struct ValidatedSettings: Sendable {
         if let token = settings.tcpToken, token.isEmpty {
             throw SettingsError("tcp_token: must not be empty")
         }
-        if let address = settings.metrics, !address.contains(":") {
-            throw SettingsError("metrics: expected HOST:PORT (e.g. 127.0.0.1:9464), got '\(address)'")
+        for (key, address, example) in [
+            ("metrics", settings.metrics, "127.0.0.1:9464"), ("tcp", settings.tcp, "127.0.0.1:7000"),
+            ("http", settings.http, "127.0.0.1:8080"),
+        ] {
+            guard let address else { continue }
+            let port = address.split(separator: ":").last.flatMap { UInt16($0) }
+            guard address.contains(":"), let port, port > 0, !address.hasPrefix(":") else {
+                throw SettingsError("\(key): expected IP:PORT (e.g. \(example)), got '\(address)'")
+            }
         }
         for (key, address) in [("tcp", settings.tcp), ("http", settings.http)] {
             guard let address, settings.tcpToken == nil, settings.authKeys == nil, !Self.isLoopback(address) else {
@@ -255,9 +281,27 @@ public struct ValidatedSettings: Sendable {
                 notices.append(
                     "state_dir \(directory) is not used: with a backbone the shared log (JetStream) keeps the state")
             }
+            let ways = [settings.backboneUser, settings.backboneToken, settings.backboneCreds].count { $0 != nil }
+            guard ways <= 1 else {
+                throw SettingsError("backbone_user, backbone_token and backbone_creds are alternatives: set one")
+            }
+            guard (settings.backboneUser == nil) == (settings.backbonePassword == nil) else {
+                throw SettingsError("backbone_user and backbone_password go together")
+            }
+            guard (settings.backboneTlsCert == nil) == (settings.backboneTlsKey == nil) else {
+                throw SettingsError("backbone_tls_cert and backbone_tls_key go together")
+            }
+            var credentials = NATSCredentials()
+            credentials.user = settings.backboneUser
+            credentials.password = settings.backbonePassword
+            credentials.token = settings.backboneToken
+            credentials.credentialsFile = settings.backboneCreds
+            credentials.tlsCA = settings.backboneTlsCa
+            credentials.tlsCertificate = settings.backboneTlsCert
+            credentials.tlsKey = settings.backboneTlsKey
             self.backbone = BackboneOptions(
                 servers: servers, leaseMilliseconds: settings.backboneLeaseMs, mayOwn: settings.backboneOwner,
-                replicas: settings.backboneReplicas)
+                replicas: settings.backboneReplicas, credentials: credentials)
         }
         var server = ServerConfiguration(socketPath: settings.socket)
         server.tcpAddress = settings.tcp
@@ -336,6 +380,10 @@ public struct ValidatedSettings: Sendable {
         if old.coalesceWindowMs != new.coalesceWindowMs { keys.append("coalesce_window_ms") }
         if old.historyVersions != new.historyVersions { keys.append("history_versions") }
         if old.backbone != new.backbone || old.backboneLeaseMs != new.backboneLeaseMs
+            || old.backboneUser != new.backboneUser || old.backbonePassword != new.backbonePassword
+            || old.backboneToken != new.backboneToken || old.backboneCreds != new.backboneCreds
+            || old.backboneTlsCa != new.backboneTlsCa || old.backboneTlsCert != new.backboneTlsCert
+            || old.backboneTlsKey != new.backboneTlsKey
             || old.backboneOwner != new.backboneOwner || old.backboneReplicas != new.backboneReplicas
             || old.backboneSnapshotEvery != new.backboneSnapshotEvery
         {

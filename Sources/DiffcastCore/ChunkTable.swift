@@ -1,8 +1,8 @@
 /// The chunk table of an item list: its first chunk held in place, the others in pages of 64.
 ///
 /// Each published version keeps a snapshot, so the table is shared when the next write changes
-/// a chunk. A flat array was then copied whole, a retain per chunk, and released whole when the
-/// version was forgotten: work in proportion to the collection, for every version. Here a
+/// a chunk. A flat array would then be copied whole, a retain per chunk, and released whole when
+/// the version is forgotten: work in proportion to the collection, for every version. Here a
 /// change copies the one page it touches and the short table of pages. Inserting or removing a
 /// chunk (a split, an emptied chunk) moves the chunks after it, as an array would.
 struct ChunkTable: RandomAccessCollection, Sendable {
@@ -10,7 +10,7 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     private static let pageSize = 1 << pageShift
 
     /// Chunk 0, held in the table itself: most collections hold one chunk, which then needs
-    /// no array (an idle one-item collection was 96 bytes of heap and a malloc larger).
+    /// no array, and an idle one-item collection no allocation for one.
     private var first: ItemList.Chunk?
     /// Chunks 1, 2, … in pages of 64, each full but the last.
     private var pages: [[ItemList.Chunk]] = []
@@ -58,7 +58,7 @@ struct ChunkTable: RandomAccessCollection, Sendable {
     /// How many chunks after chunk 0 both tables hold in the very same pages, counted a page
     /// at a time from the first, without reading a chunk: copies of one table share every page
     /// neither changed, so a feed's next version shares all but its last page with the one
-    /// before, and comparing them chunk by chunk was a walk of the whole collection per version.
+    /// before, and comparing them chunk by chunk would walk the whole collection per version.
     func chunksInSharedLeadingPages(with other: ChunkTable) -> Int {
         var shared = 0
         for (page, otherPage) in zip(pages, other.pages) {

@@ -45,8 +45,8 @@ public enum Differ {
 
     private static func diffSections(_ old: Snapshot, _ new: Snapshot, into changes: inout SectionChanges) {
         // The usual version moves no section: the same identifiers in the same order, so only
-        // their data can differ, and no lookup, list or subsequence is needed (measured: the
-        // general path was a third of a small write's allocations on a 100-section collection).
+        // their data can differ, and no lookup, list or subsequence is needed (the general path's
+        // tables and lists would be a large share of a small write's allocations).
         if old.sections.count == new.sections.count,
             old.sections.indices.allSatisfy({ old.sections[$0].id == new.sections[$0].id })
         {
@@ -213,14 +213,14 @@ public enum Differ {
     /// The old items a full diff matches, read in place in their chunks (shared with the
     /// snapshot, never copied). Each is named by its place: the ordinal of its chunk here and
     /// its offset in it, in one number, so that a table slot leads straight to the item and to
-    /// its path (a table from ranks to chunks was a second cache miss per lookup); and numbered
-    /// by its rank, 0..<count in order, for the caller's tables.
+    /// its path (a table from ranks to chunks would cost a second cache miss per lookup); and
+    /// numbered by its rank, 0..<count in order, for the caller's tables.
     private struct OldItems {
         /// A chunk of an old section: the section, the position of its first item, the address
         /// of that item, the offsets of the items the diff matches and the rank of the first.
         /// The address stays valid while the snapshot does (a `ManagedBuffer`'s elements never
         /// move), and the diff borrows the old snapshot throughout. Reading an item through
-        /// `base` retains nothing, where each read through the buffer retained it.
+        /// `base` retains nothing, where each read through the buffer would retain it.
         private struct Chunk {
             var section: Int
             var start: Int
@@ -300,8 +300,8 @@ public enum Differ {
     }
 
     /// A touched item of the new snapshot, with its data. A struct, not a tuple: an array of
-    /// labelled tuples was copied through the runtime's generic tuple witness, 260 instructions
-    /// an item of a feed's append.
+    /// labelled tuples is copied through the runtime's generic tuple witness, for every item of
+    /// a feed's append.
     private struct NewPlace {
         var id: Identifier
         var place: TouchedPlace

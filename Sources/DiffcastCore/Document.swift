@@ -7,8 +7,8 @@ public struct Document: Sendable {
     public private(set) var snapshot: Snapshot
     /// The chunk of every item, once the document holds more than `scannedItems` or more than
     /// `scannedSections`. A small document finds an item by a scan of its snapshot, a few steps
-    /// (as `Snapshot` finds one of a few sections), so a small collection holds no table: an
-    /// idle one-item collection was 80 bytes larger with one, and one of eight items 450.
+    /// (as `Snapshot` finds one of a few sections), so a small collection holds no table and none
+    /// of the memory a table takes.
     @usableFromInline var directory: ItemDirectory?
     private static let scannedItems = 8
     private static let scannedSections = 8
@@ -565,8 +565,8 @@ public struct Document: Sendable {
 /// Its fields are kept in an array of at most one element, made by the first mark: a document
 /// holds marks only from a write to the next published version, so an idle collection holds 8
 /// bytes for them rather than 41 (five sets and a flag). An array, not a class, so that a mark
-/// is set through the array's own copy-on-write, without a class property's dynamic
-/// exclusivity check (a quarter of a feed append's `Document.apply` with a class).
+/// is set through the array's own copy-on-write, without the dynamic exclusivity check a class
+/// property pays on every access (DiffcastCore keeps those checks in release builds).
 public struct ChangeMarks: Sendable, Equatable {
     public var reloadedItems: Set<Identifier> {
         get { stored.first?.reloadedItems ?? [] }

@@ -61,7 +61,7 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// What `Dictionary` and `Set` ask for: the cached hash (already keyed by the process's
     /// random seed, so flooding resistance stays) mixed with the table's own seed by one
-    /// multiply and shift, instead of a SipHash round per lookup — which was 60% of a full
+    /// multiply and shift, instead of a SipHash round per lookup, which would dominate a full
     /// diff. The mix keeps tables of different seeds from sharing a bucket order.
     public func _rawHashValue(seed: Int) -> Int {
         var mixed = UInt64(truncatingIfNeeded: bytesHash ^ seed) &* 0x9E37_79B9_7F4A_7C15

@@ -6,11 +6,11 @@ import CPrefetch
 /// of a million identifiers is 16 MB, and a lookup reads one cache line of it; the identifiers
 /// stay in the caller's list and are compared only where the hash bits match. This is what
 /// makes a full diff cost little more than hashing each identifier once
-/// (`Dictionary<Identifier, Int>` keeps a 24-byte key and an 8-byte value per bucket, and its
-/// finds were a third of a diff).
+/// (`Dictionary<Identifier, Int>` keeps a 24-byte key and an 8-byte value per bucket, so a find
+/// reads more memory).
 ///
-/// Noncopyable, over memory of its own: an array's storage was retained and released around
-/// every lookup, as the caller's closure might have changed it.
+/// Noncopyable, over memory of its own: an array's storage would be retained and released
+/// around every lookup, as the caller's closure might change it.
 struct IdentifierTable: ~Copyable {
     private let slots: UnsafeMutableBufferPointer<UInt64>
     private let mask: Int
@@ -41,8 +41,8 @@ struct IdentifierTable: ~Copyable {
 
     /// Starts loading the slot where a lookup or insert of an identifier with hash `hash`
     /// (`Identifier.hashBits`) begins. Called `prefetchDistance` identifiers ahead in a long run,
-    /// it lets the run's cache misses overlap: they were three quarters of a full diff of a
-    /// million items.
+    /// it lets the run's cache misses overlap, which otherwise dominate a full diff of a million
+    /// items.
     func prefetch(hash: UInt64) {
         if let base = slots.baseAddress { dc_prefetch(base + (Int(truncatingIfNeeded: hash) & mask)) }
     }
@@ -50,7 +50,7 @@ struct IdentifierTable: ~Copyable {
     /// The position stored for the identifier with hash `hash` (`Identifier.hashBits`);
     /// `isIdentifier(position)` says whether the caller's list holds that identifier at a
     /// position, and is asked only where the hash bits match. The caller compares in place, so
-    /// no identifier is copied (a copy retains its text: that was half of a full diff).
+    /// no identifier is copied (a copy would retain and release its text).
     func find(hash: UInt64, isIdentifier: (Int) -> Bool) -> Int? {
         var index = Int(truncatingIfNeeded: hash) & mask
         while true {

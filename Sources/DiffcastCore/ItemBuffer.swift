@@ -1,7 +1,7 @@
 /// The items of one chunk: a copy-on-write array whose storage the versions of a growing chunk
 /// share. Every published version keeps a snapshot, so with a plain `Array` the next append to
-/// the last chunk of a feed copied all of that chunk's items (and released them again when the
-/// version was forgotten): work in proportion to the chunk, for every version. Here a value
+/// the last chunk of a feed would copy all of that chunk's items (and release them again when
+/// the version is forgotten): work in proportion to the chunk, for every version. Here a value
 /// that holds the whole filled part of its storage appends in place, past the end, where no
 /// other value looks; the other values keep their shorter count. Every other change copies
 /// first unless the storage is the value's alone, as `Array` does.
@@ -91,7 +91,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
     }
 
     /// The storage's header, read through its pointer: `ManagedBuffer.header` is a class
-    /// property, and every read of it paid a dynamic exclusivity check.
+    /// property, and every read of it pays a dynamic exclusivity check.
     private var header: Header { storage.withUnsafeMutablePointerToHeader { $0.pointee } }
 
     /// Makes `storage` this value's alone, holding exactly its items, with room for

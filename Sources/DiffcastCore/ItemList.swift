@@ -148,8 +148,8 @@ public struct ItemList: RandomAccessCollection, Sendable {
         }
     }
 
-    /// Takes the items straight into the chunk's buffer: an intermediate array retained and
-    /// released every item's id and data once more (a fifth of a million-item `apply`).
+    /// Takes the items straight into the chunk's buffer: an intermediate array would retain and
+    /// release every item's id and data once more.
     private mutating func appendChunk(_ items: some Collection<Item>) {
         changedChunk(chunks.count)
         starts.append(count)

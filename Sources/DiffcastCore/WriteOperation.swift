@@ -29,7 +29,7 @@ public struct DataUpdate: Hashable, Sendable {
 /// `NSDiffableDataSourceSnapshot`; where Apple's API traps, `Document.apply` throws.
 ///
 /// Not `indirect`: `batch` nests through an array, which is a reference already, and an
-/// indirect enum boxed every request's operation (one allocation per write).
+/// indirect enum would box every request's operation (one allocation per write).
 public enum WriteOperation: Hashable, Sendable {
     case apply(sections: [SectionInput])
     case appendSections([SectionInput])

@@ -20,7 +20,8 @@ final class CollectionState {
     private var keepsEmptyStart = false
     /// Where the engine keeps the writes applied since the last published version
     /// (`ApplyEngine.openBatches`), or -1 when there are none. 32 bits beside the two flags,
-    /// in a word they half filled: the batch itself took 24 bytes of every idle collection.
+    /// in a word they half fill: the batch itself, held here, would take 24 bytes of every idle
+    /// collection.
     var openBatchSlot: Int32 = -1
     /// What a collection holds once it has an earlier version past the empty start, or a
     /// windowed subscriber: in a box made then, so that an idle collection holds 8 bytes for it
@@ -30,11 +31,11 @@ final class CollectionState {
     private final class Extras {
         /// Earlier versions, oldest first, past the empty start. The version published last is
         /// not among them: the document (or the open batch's base) holds it. An idle collection
-        /// that took one write thus keeps no array at all (96 bytes of heap before).
+        /// that took one write thus keeps no array at all.
         var earlier: VersionHistory = []
         /// Items summed over `earlier`'s snapshots, kept as they come and go: summing them again
-        /// for every version retained and released each of up to 64 snapshots, a tenth of the
-        /// daemon's time one write at a time.
+        /// for every version would retain and release each of up to 64 snapshots, on the path of
+        /// every write.
         var earlierItems = 0
         var windows = WindowGroups()
     }

@@ -1,11 +1,11 @@
 /// The apply queue's collections by name: a hash table of the states themselves, which know
 /// their names, in open addressing with linear probing.
 ///
-/// A `[String: CollectionState]` keeps each name again beside its reference, 24 bytes a slot;
-/// at 100,000 collections (262,144 slots at Swift's load factor) that was 63 of the 540 bytes
-/// an idle collection took. Here a slot is one reference, 8 bytes. A lookup compares the
-/// names of the states it meets, so it reads them where a dictionary reads its keys in place:
-/// a collection is looked up once per request, and the state read next anyway.
+/// A `[String: CollectionState]` keeps each name again beside its reference, 24 bytes a slot
+/// (at 100,000 collections, 262,144 slots at Swift's load factor: some 63 bytes a collection).
+/// Here a slot is one reference, 8 bytes. A lookup compares the names of the states it meets,
+/// so it reads them where a dictionary reads its keys in place: a collection is looked up once
+/// per request, and the state read next anyway.
 struct CollectionTable: Sequence {
     /// A power of two in length (or empty), at most three quarters full.
     private var slots: [CollectionState?] = []

@@ -4,9 +4,9 @@ import DiffcastWire
 /// that made it (the apply worker, so that the loop never encodes), and shared by every
 /// connection it goes to. Tests and the shared log read `value`; the loop writes `bytes`.
 ///
-/// Measured trade-offs (`make bench BENCH=allocations`, `BENCH=memory`): as a struct it costs no
-/// allocation (a class cost two more per version); an outcome keeps its event's value until the
-/// loop delivers it, which left 16 more bytes of RSS per collection made in large batches.
+/// Trade-offs (`make bench BENCH=allocations`, `BENCH=memory` show them): as a struct it costs
+/// no allocation, where a class would cost two more per version; an outcome keeps its event's
+/// value until the loop delivers it, a little more memory per collection made in large batches.
 public struct Encoded<Value: Sendable>: Sendable {
     public let value: Value
     public let bytes: SharedBytes

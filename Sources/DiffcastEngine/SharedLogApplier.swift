@@ -131,8 +131,8 @@ public final class SharedLogApplier {
     ///
     /// When the snapshot that would decide cannot be read (the stream is re-electing after a
     /// partition heals), the message and those after it wait in `waiting` and are tried again at
-    /// the next arrival: taking "no snapshot" for an answer then skipped them, and the daemon
-    /// stayed behind for good.
+    /// the next arrival: taking "no snapshot" for an answer would skip them, and leave the daemon
+    /// behind for good.
     func apply(_ arrived: [LogMessage]) {
         let messages = waiting + arrived
         waiting = []
@@ -265,8 +265,8 @@ public final class SharedLogApplier {
         // JetStream drops a message whose ID it saw in the last minutes as a duplicate (a retried
         // append is stored once), so every message's ID must name what only it does: the
         // collection's epoch and version after it, or for a drop the epoch and version it ended
-        // (a drop's ID once named neither, and every drop by a daemon after its first in the
-        // window was taken for a duplicate: acknowledged, never logged, never seen elsewhere).
+        // (an ID naming neither would make every drop by a daemon after its first in the window
+        // a duplicate: acknowledged, never logged, never seen elsewhere).
         let messageID =
             dropped
             ? "\(name):\(before?.epoch ?? epochOf(records) ?? "-"):\(before?.version ?? 0):\(node):drop"

@@ -5,12 +5,18 @@ public struct HTTPResponse: Equatable, Sendable {
     public var body: [UInt8]
     /// More header lines (`Name: value`), e.g. `WWW-Authenticate`.
     public var headers: [String]
+    /// An answer to `HEAD`: the head of the response `GET` would get, without its body.
+    public var omitsBody: Bool
 
-    public init(status: Int, contentType: String = "application/json", body: [UInt8], headers: [String] = []) {
+    public init(
+        status: Int, contentType: String = "application/json", body: [UInt8], headers: [String] = [],
+        omitsBody: Bool = false
+    ) {
         self.status = status
         self.contentType = contentType
         self.body = body
         self.headers = headers
+        self.omitsBody = omitsBody
     }
 
     /// A JSON error answer in the protocol's shape, for a refusal made before any request ran.
@@ -28,7 +34,7 @@ public struct HTTPResponse: Equatable, Sendable {
         head += keepAlive ? "" : "Connection: close\r\n"
         head += Self.corsHeaders(corsOrigin)
         for header in headers { head += header + "\r\n" }
-        return Array((head + "\r\n").utf8) + body
+        return Array((head + "\r\n").utf8) + (omitsBody ? [] : body)
     }
 
     /// The head of a response whose body follows as it is made (`Transfer-Encoding: chunked`),

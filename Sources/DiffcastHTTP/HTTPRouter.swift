@@ -75,21 +75,37 @@ public struct HTTPRouter: Sendable {
                     ]))
         }
         switch (request.method, path) {
-        case ("GET", "/"), ("GET", "/index.html"):
-            return .respond(HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: WebAssets.page))
-        case ("GET", "/v1/diffcast.js"):
+        case ("GET", "/"), ("GET", "/index.html"), ("HEAD", "/"), ("HEAD", "/index.html"):
             return .respond(
-                HTTPResponse(status: 200, contentType: "text/javascript; charset=utf-8", body: WebAssets.script))
+                HTTPResponse(
+                    status: 200, contentType: "text/html; charset=utf-8", body: WebAssets.page,
+                    omitsBody: request.method == "HEAD"))
+        case ("GET", "/v1/diffcast.js"), ("HEAD", "/v1/diffcast.js"):
+            return .respond(
+                HTTPResponse(
+                    status: 200, contentType: "text/javascript; charset=utf-8", body: WebAssets.script,
+                    omitsBody: request.method == "HEAD"))
         default:
             break
         }
         guard path.hasPrefix("/v1/") else { return .respond(.error(404, code: "not_found", "no such page: \(path)")) }
+        if let unknown = request.query.keys.sorted().first(where: { !Self.queryParameters.contains($0) }) {
+            return .respond(
+                .error(
+                    400, code: "invalid_argument",
+                    "unknown query parameter '\(unknown)' (known: \(Self.queryParameters.sorted().joined(separator: ", ")))"
+                ))
+        }
         let segments = path.dropFirst(4).split(separator: "/", omittingEmptySubsequences: false)
         switch (request.method, segments.count, segments.first) {
         case ("GET", 1, "collections"):
             return .requests([Array(#"{"op":"list"}"#.utf8)], batch: false)
         case (_, 2, "collections"), (_, 3, "collections"):
-            guard let name = PercentDecoding.decode(segments[1]), !name.isEmpty else {
+            guard !segments[1].isEmpty else {
+                return .respond(
+                    .error(400, code: "invalid_name", "the collection name is empty: /v1/collections/NAME"))
+            }
+            guard let name = PercentDecoding.decode(segments[1]) else {
                 return .respond(.error(400, code: "invalid_name", "the collection name is not percent-encoded UTF-8"))
             }
             if segments.count == 3 {
@@ -128,8 +144,21 @@ public struct HTTPRouter: Sendable {
 
     /// One request as the body, its collection from the path.
     private func post(_ body: [UInt8], to name: String) -> HTTPRoute {
-        guard case .object(var members)? = try? JSONParser.parse(body, maximumDepth: 256) else {
-            return .respond(.error(400, code: "parse_error", "the body must be one request as a JSON object"))
+        let parsed: JSONValue
+        do {
+            parsed = try JSONParser.parse(body, maximumDepth: 256)
+        } catch {
+            return .respond(
+                .error(
+                    400, code: "parse_error",
+                    "the body must be one request as a JSON object (\(error.message)); inline lines such as "
+                        + "'append_items feed {\"items\":[\"a\"]}' go to POST /v1/requests"))
+        }
+        guard case .object(var members) = parsed else {
+            return .respond(
+                .error(
+                    400, code: "parse_error",
+                    "the body must be one request as a JSON object; inline lines go to POST /v1/requests"))
         }
         if let given = members.first(where: { $0.key == "collection" }) {
             guard given.value == .string(name) else {
@@ -198,6 +227,11 @@ public struct HTTPRouter: Sendable {
         guard let origin = request.header("origin"), let host = request.header("host") else { return false }
         return origin == "http://\(host)" || origin == "https://\(host)"
     }
+
+    /// The query parameters any `/v1/` route takes: the token, a window, a resume point.
+    static let queryParameters: Set<String> = [
+        "token", "first", "last", "anchor", "before", "after", "since", "epoch", "last_event_id",
+    ]
 
     private static func methodNotAllowed(_ allowed: String) -> HTTPRoute {
         .respond(.error(405, code: "invalid_argument", "method not allowed here", headers: ["Allow: \(allowed)"]))

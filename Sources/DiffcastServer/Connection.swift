@@ -174,7 +174,7 @@ final class Connection: TurnTaking {
     /// Moves the whole subscription to `name` from `from` to `to` (`Subscription.advance`), or
     /// nil when the connection follows no such collection. A connection that follows one
     /// collection, as most do, compares that name and hashes nothing: a dictionary access
-    /// hashed the name once per subscriber and version (about 1,100 instructions in all).
+    /// would hash the name once per subscriber and version.
     func advanceSubscription(to name: String, from: UInt64, to version: UInt64, fits: Bool) -> Subscription.Advance? {
         let index: [String: Subscription].Index
         if subscriptions.count == 1 {
@@ -232,7 +232,8 @@ final class Connection: TurnTaking {
     var queuesOnlyEvents: Bool { !holdsAnswer }
 
     /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue
-    /// keeps its storage, where handing it to each write made the next event allocate another.
+    /// keeps its storage, where handing it to each write would make the next event allocate
+    /// another.
     func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
         body(outbound.prefix(limit))
     }

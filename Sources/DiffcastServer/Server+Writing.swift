@@ -55,10 +55,8 @@ extension Server {
     /// reads and applies what arrived meanwhile, and the subscribers still waiting get it in the
     /// same write. More iterations coalesce more versions per write (fewer writes for the daemon
     /// and fewer reads for the subscribers, per delivery), and each subscriber waits a little
-    /// longer. At 1,000 subscribers one write at a time, alternated against Redis: 3 gave
-    /// 1.37–1.46× its deliveries/s with a p99 of 3.6–4.3 ms, 5 gave 1.55–1.60× with 4.2–8.5 ms
-    /// (Redis 3.8–5.2 in the same runs), 6 and 12 more deliveries with a p50 a millisecond or
-    /// two later (README, "Performance").
+    /// longer. 5 keeps the p50 of 1,000 subscribers at Redis's in the `pipeline` fan-out; more
+    /// deliver more but later (docs/performance.md has the figures for each value measured).
     static let iterationsPerPass = 5
 
     /// The fewest connections written per loop iteration while turns wait: a few dozen
@@ -149,9 +147,9 @@ extension Server {
     /// Whether a connection's new bytes may wait up to `streamLingerMilliseconds`: an event
     /// stream (SSE or WebSocket, on TCP with `TCP_NODELAY`) with no answer queued, little
     /// queued and no write in flight. One write at a time, every event would otherwise be one
-    /// syscall and one TCP segment per subscriber (Nagle, which coalesced them, held a segment
-    /// for the peer's delayed ACK: 40 ms at the tail); lingering, a subscriber gets the events of
-    /// the last millisecond in one write.
+    /// syscall and one TCP segment per subscriber (Nagle would coalesce them, but holds a segment
+    /// for the peer's delayed ACK, which is the tail latency); lingering, a subscriber gets the
+    /// events of the last millisecond in one write.
     func mayLinger(_ connection: Connection) -> Bool {
         lingerTimer != nil && connection.mayLinger && !connection.isWriting && !connection.isFinishing
             && connection.unsentBytes < Self.lingerBytes

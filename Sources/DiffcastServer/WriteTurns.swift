@@ -14,8 +14,8 @@ protocol TurnTaking: AnyObject {
 /// one syscall instead of one syscall each. Answers never wait here.
 ///
 /// A connection keeps its place itself (`TurnTaking`), so that queueing it and taking its turn
-/// cost no lookup: with a table of places by connection (and the connection looked up by id
-/// when its turn came), a turn cost about 1,100 instructions more (callgrind, growing feed).
+/// cost no lookup: no table of places by connection, and no look-up of the connection by id
+/// when its turn comes, on a path taken once per subscriber and version.
 struct WriteTurns<Taker: TurnTaking> {
     private var order: [Taker] = []
     /// Where the next turn is in `order`; the entries before it are spent.

@@ -15,8 +15,8 @@ import DiffcastCore
 /// line (a law `CompactAppendReaderTests` and the `request_line` fuzz target check). The data
 /// values are read by the general tokenizer, so they are checked exactly as everywhere else.
 ///
-/// Measured with callgrind on a 130-byte append: parsing took 5.4k instructions instead of
-/// 13.0k (README, "Performance").
+/// `make bench BENCH=instructions` counts what it saves: compact lines against the same lines
+/// with one space, which the general parser reads (docs/performance.md).
 enum CompactAppendReader {
     /// Whether a byte may stand in a plain string: printable ASCII other than a quote or a
     /// backslash. What a JSON string must escape, and anything outside ASCII (whose UTF-8 needs
@@ -125,8 +125,8 @@ enum CompactAppendReader {
         /// A data value read by the general tokenizer at an item's depth: nil when it is not
         /// JSON or not canonical; `.some(nil)` for `null`, which is no data.
         private mutating func value() -> JSONText?? {
-            // Reserved as the general tokenizer reserves (grown one token at a time, the list was
-            // reallocated for every value), when the room lent is less.
+            // Reserved as the general tokenizer reserves (grown one token at a time, the list would
+            // be reallocated for every value), when the room lent is less.
             let room = line.count / 8 + 4
             if cursor.tokens.capacity < room { cursor.tokens.reserveCapacity(room) }
             let first = cursor.tokens.count

@@ -20,8 +20,8 @@ public struct JSONOutput: Sendable {
     /// Appends JSON text held in a `String` (labelled, so that a literal goes to the
     /// `StaticString` overload, which costs a copy and nothing more).
     public mutating func appendRaw(text: String) {
-        // Copied as one block: appending the UTF-8 view byte by byte was most of encoding an
-        // event's items.
+        // Copied as one block: appending the UTF-8 view byte by byte would be most of encoding
+        // an event's items.
         let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes.append(contentsOf: $0) }
         if copied == nil { bytes.append(contentsOf: text.utf8) }
     }
@@ -51,8 +51,8 @@ public struct JSONOutput: Sendable {
 
     /// Appends what `body` writes into `maximumCount` bytes of room on the stack, all at once.
     /// A changeset entry is a run of short pieces (brackets, keys, numbers, an identifier), and
-    /// every `Array.append(contentsOf:)` costs about a hundred instructions whatever it appends:
-    /// written piece by piece, an appended item's entry took 1,200 instructions.
+    /// every `Array.append(contentsOf:)` has a fixed cost whatever it appends, which piece by
+    /// piece would be most of an entry's.
     mutating func appendWritten(maximumCount: Int, _ body: (inout ByteWriter) -> Void) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: maximumCount) { room in
             var writer = ByteWriter(room)
@@ -158,7 +158,7 @@ struct ByteWriter {
     }
 
     /// The decimal digits of `value`, without making a `String` (versions and indexes are
-    /// written several times per event; the generic conversion was a tenth of publishing).
+    /// written several times per event, and the generic conversion costs more).
     mutating func write(decimal value: UInt64) {
         var digits = 1
         var power: UInt64 = 10

@@ -35,9 +35,8 @@ public enum Command: Sendable, Equatable {
 /// One parsed request line: the command plus what its response must echo.
 ///
 /// Its fields are kept in one box, shared by every copy: a request goes from the loop's parser
-/// through a `Job` to the engine and into its batch, and each copy retained its op, its
-/// command's items and its line one by one (three copies and three destructions of a feed's
-/// append, a twentieth of the daemon's instructions, in callgrind). Now a copy is one retain.
+/// through a `Job` to the engine and into its batch, and a copy is one retain instead of one
+/// per field (its op, its command's items, its line), for one allocation more per parse.
 public struct Request: Sendable, Equatable {
     /// The request's `id`, as canonical JSON, echoed in the response.
     public var id: JSONText? {
@@ -49,8 +48,8 @@ public struct Request: Sendable, Equatable {
         set { fields = Fields(id: id, op: newValue, command: command, line: line) }
     }
     /// Lent, not copied (`_read`), and inlinable: the loop and the engine read it for every
-    /// request, and each read copied the command out of its box (its collection, its items),
-    /// across modules by a call.
+    /// request, and a read that returned it would copy the command out of its box (its
+    /// collection, its items), across modules by a call.
     @inlinable public var command: Command {
         _read { yield fields.command }
         set { fields = Fields(id: id, op: op, command: newValue, line: line) }

@@ -146,7 +146,7 @@ public enum CollectionName {
     }
 
     /// The same rule on the name's bytes: a feed's append checks its name before making a
-    /// `String` of it (through the string's UTF-8 view, the check was 200 instructions).
+    /// `String` of it (through the string's UTF-8 view, the same check costs more).
     static func isValid(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard (1...128).contains(bytes.count) else { return false }
         return bytes.allSatisfy { byte in

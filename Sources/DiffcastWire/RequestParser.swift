@@ -13,8 +13,8 @@ public struct RequestParser: Sendable {
         self.keepsLines = keepsLines
     }
 
-    /// Memory a parser's caller lends it from one line to the next: the token list, which was
-    /// allocated and freed for every request (about 450 instructions of a feed's append). One
+    /// Memory a parser's caller lends it from one line to the next: the token list, which would
+    /// otherwise be allocated and freed for every request. One
     /// per thread, as the loop keeps its own.
     public struct Workspace {
         var tokens: [JSONToken] = []

@@ -140,6 +140,27 @@ struct Diffcastd: ParsableCommand {
     @Option(help: "Addresses of reverse proxies whose X-Forwarded-For names the client, comma-separated.")
     var trustedProxies: String?
 
+    @Option(help: "User name for the backbone's NATS servers (with --backbone-password).")
+    var backboneUser: String?
+
+    @Option(help: "Password for the backbone's NATS servers.")
+    var backbonePassword: String?
+
+    @Option(help: "Token for the backbone's NATS servers.")
+    var backboneToken: String?
+
+    @Option(help: ArgumentHelp("A NATS .creds file (user JWT and NKey seed) for the backbone.", valueName: "file"))
+    var backboneCreds: String?
+
+    @Option(help: ArgumentHelp("CA certificates for TLS to the backbone's NATS servers.", valueName: "file"))
+    var backboneTlsCa: String?
+
+    @Option(help: ArgumentHelp("This daemon's TLS certificate chain for the NATS servers.", valueName: "file"))
+    var backboneTlsCert: String?
+
+    @Option(help: ArgumentHelp("The key of --backbone-tls-cert.", valueName: "file"))
+    var backboneTlsKey: String?
+
     func run() throws {
         if let verifyState {
             do {
@@ -194,6 +215,7 @@ struct Diffcastd: ParsableCommand {
                 settings.leaseMilliseconds = options.leaseMilliseconds
                 settings.mayOwn = options.mayOwn
                 settings.replicas = options.replicas
+                settings.credentials = options.credentials
                 backbone = try NATSBackbone(settings: settings, logger: logger)
             }
             let state =
@@ -263,6 +285,13 @@ struct Diffcastd: ParsableCommand {
         if let authAnonymous { settings.authAnonymous = authAnonymous }
         if let maxConnectionsPerSubject { settings.maxConnectionsPerSubject = maxConnectionsPerSubject }
         if let trustedProxies { settings.trustedProxies = trustedProxies.split(separator: ",").map(String.init) }
+        if let backboneUser { settings.backboneUser = backboneUser }
+        if let backbonePassword { settings.backbonePassword = backbonePassword }
+        if let backboneToken { settings.backboneToken = backboneToken }
+        if let backboneCreds { settings.backboneCreds = backboneCreds }
+        if let backboneTlsCa { settings.backboneTlsCa = backboneTlsCa }
+        if let backboneTlsCert { settings.backboneTlsCert = backboneTlsCert }
+        if let backboneTlsKey { settings.backboneTlsKey = backboneTlsKey }
         return settings
     }
 

@@ -76,7 +76,7 @@ import Testing
     }
 
     /// Index paths are read from the wire: at the extremes of Int they are a divergence, and the
-    /// mirror keeps what it held (the first of these used to trap on an overflow).
+    /// mirror keeps what it held (the first of these overflows `Int` unless checked).
     @Test(arguments: [
         #"{"inserted":[{"at":[0,9223372036854775807],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}"#,
         #"{"inserted":[{"at":[0,9223372036854775806],"id":"x"},{"at":[0,9223372036854775807],"id":"y"}]}"#,

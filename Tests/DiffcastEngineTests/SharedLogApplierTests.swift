@@ -104,8 +104,9 @@ import Testing
     }
 
     /// A snapshot is as open to forgery as the log: one naming a log message far past the log's
-    /// end made a daemon that adopted it take every later message up to there as applied, so
-    /// the collection stood still on it for good. It is skipped, and the log replayed instead.
+    /// end would make a daemon that adopted it take every later message up to there as applied,
+    /// so the collection would stand still on it for good. It is skipped, and the log replayed
+    /// instead.
     @Test func aSnapshotNamingALogMessagePastTheEndIsSkipped() throws {
         let cluster = MemoryCluster()
         let a = cluster.join("a")
@@ -135,8 +136,8 @@ import Testing
     }
 
     /// An answer to a forwarded write comes back on a NATS inbox anyone with rights may publish
-    /// to. One naming a version the log does not hold used to hold the connection's later
-    /// answers back for good; one naming a log message past the log's end is refused.
+    /// to. One naming a version the log does not hold must not hold the connection's later
+    /// answers back; one naming a log message past the log's end is refused.
     @Test func aForwardedAnswerBeyondTheLogHoldsNothingBack() throws {
         let cluster = MemoryCluster()
         let a = cluster.join("a")
@@ -182,7 +183,7 @@ import Testing
 
     /// Anyone who may publish on the log's subjects can put anything there. A message that
     /// cannot be applied is skipped by every daemon alike, also by one that joins later and
-    /// replays it (a batch at version 0 used to trap every follower, at every restart), and the
+    /// replays it (a batch at version 0 among them, which must not trap a follower), and the
     /// collection's owner goes on writing after it.
     @Test func messagesThatCannotBeAppliedAreSkippedAlikeEverywhere() throws {
         let cluster = MemoryCluster()

@@ -244,3 +244,36 @@ def test_the_contract_holds_over_websocket(http_daemon, tmp_path):
         assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
     finally:
         bridge.kill()
+
+
+def test_a_new_users_first_mistakes_are_named(http_daemon):
+    # HEAD of the page is answered as GET would be, without the body.
+    connection = socket.create_connection(("127.0.0.1", http_daemon.port), timeout=5)
+    connection.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw = b""
+    while chunk := connection.recv(65536):
+        raw += chunk
+    connection.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: " in head and body == b"", raw[:200]
+    status, _, answer = http_daemon.call("GET", "/v1/collections/")
+    assert status == 400 and "empty" in answer["error"]["message"], answer
+    status, _, answer = http_daemon.call("GET", "/v1/collections/feed?frist=3")
+    assert status == 400 and "'frist'" in answer["error"]["message"], answer
+    status, _, answer = http_daemon.call("POST", "/v1/collections/feed", b'append_items feed {"items":["a"]}')
+    assert status == 400 and answer["error"]["code"] == "parse_error", answer
+    assert "/v1/requests" in answer["error"]["message"] and "byte" in answer["error"]["message"], answer
+
+
+def test_an_http_address_without_a_host_is_named(tmp_path):
+    binary = os.environ.get("DIFFCASTD") or str(REPOSITORY / ".build" / "debug" / "diffcastd")
+    refused = subprocess.run([binary, "--socket", str(tmp_path / "d.sock"), "--http", "18085"],
+                             capture_output=True, text=True, timeout=10)
+    assert refused.returncode == 1 and "expected IP:PORT" in refused.stderr, refused.stderr
+
+
+def test_the_python_client_says_a_directory_is_not_a_socket(tmp_path):
+    from diffcast.client import CannotConnect, Client
+    with pytest.raises(CannotConnect) as refused:
+        Client(socket_path=str(tmp_path))
+    assert "is a directory" in str(refused.value), str(refused.value)

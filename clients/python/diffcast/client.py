@@ -38,6 +38,8 @@ class CannotConnect(ConnectionError):
 
 def _unix_connect_cause(error, path):
     """Words for a failed connect(2) on a Unix socket, naming the usual fix."""
+    if os.path.isdir(path):
+        return "%s is a directory: give the socket's path (diffcastd --socket)" % path
     if error.errno == errno.ENOENT:
         return "no socket at %s: is diffcastd running, and listening there? (set DIFFCAST_SOCKET to its --socket)" % path
     if error.errno == errno.ECONNREFUSED:
