@@ -113,7 +113,7 @@ test-web: deps
 # namespaces, one node cut off and healed).
 test-backbone: backbone-deps
 	@python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
-	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider -s Tests/Backbone/test_backbone.py
+	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider -s Tests/Backbone/test_backbone.py Tests/Backbone/test_credentials.py
 
 # Partitions in network namespaces (root and iproute2): a node cut off and healed, Jepsen-style.
 # Not part of make test: it still finds failures.
