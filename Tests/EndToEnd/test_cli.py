@@ -1,3 +1,4 @@
+import base64
 import json
 import os
 import queue
@@ -439,3 +440,28 @@ def test_a_tcp_refusal_says_unauthorized_once_and_where_the_token_goes():
         diffcast.environment["DIFFCAST_TOKEN"] = "s3cret"
         diffcast.run("apply", "c", '{"sections":[{"id":"s"}]}', "--tcp", "127.0.0.1:%d" % port)
         assert diffcast.json("get", "c", "--tcp", "127.0.0.1:%d" % port)["version"] == 1
+
+
+def test_diffcast_token_mints_what_the_daemon_verifies(tmp_path):
+    # An HS256 key: the daemon holds it as its key set; `diffcast token` signs with it.
+    key = {"kty": "oct", "kid": "scripts", "k": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"}
+    (tmp_path / "key.jwk").write_text(json.dumps(key))
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": [key]}))
+    port = 20000 + (os.getpid() + 7) % 10000
+    with Daemon(binary("diffcastd"), ["--tcp", "127.0.0.1:%d" % port, "--auth-keys", str(tmp_path / "keys.json")]) as daemon:
+        diffcast = Command(daemon.socket_path)
+        token = diffcast.run("token", "--key", str(tmp_path / "key.jwk"), "--sub", "alice", "--read", "inbox.alice",
+                             "--write", "inbox.alice", "--ttl", "5m").stdout.strip()
+        header, payload, _ = token.split(".")
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        assert claims["sub"] == "alice" and claims["diffcast"]["write"] == ["inbox.alice"]
+        assert 290 <= claims["exp"] - claims["iat"] <= 300, claims
+        assert json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"] == "scripts"
+        diffcast.environment["DIFFCAST_TOKEN"] = token
+        tcp = ("--tcp", "127.0.0.1:%d" % port)
+        diffcast.run("apply", "inbox.alice", '{"sections":[{"id":"s","items":["m1"]}]}', *tcp)
+        assert diffcast.json("get", "inbox.alice", *tcp)["version"] == 1
+        refused = diffcast.run("apply", "inbox.bob", '{"sections":[{"id":"s"}]}', *tcp, check=False)
+        assert refused.returncode == 1 and "may not write 'inbox.bob'" in refused.stderr, refused.stderr
+        bad = diffcast.run("token", "--key", str(tmp_path / "key.jwk"), "--read", "a..b", check=False)
+        assert bad.returncode == 2 and "a..b" in bad.stderr, bad.stderr
