@@ -4,7 +4,7 @@
 /// `news`.
 public struct CollectionPattern: Sendable, Hashable, CustomStringConvertible {
     enum Token: Sendable, Hashable {
-        case literal(Substring)
+        case literal([UInt8])
         case anyOne
         case rest
     }
@@ -29,27 +29,51 @@ public struct CollectionPattern: Sendable, Hashable, CustomStringConvertible {
                     throw PatternError(pattern: text, reason: "'>' may only be the last token")
                 }
                 tokens.append(.rest)
-            default: tokens.append(.literal(part))
+            default: tokens.append(.literal(Array(part.utf8)))
             }
         }
         self.tokens = tokens
         self.description = text
     }
 
-    /// Whether the pattern matches the collection name.
+    /// Whether the pattern matches the collection name. It walks the name's bytes once and
+    /// allocates nothing: every request of a token's holder is checked against its patterns.
     public func matches(_ name: String) -> Bool {
-        var remaining = name.split(separator: ".", omittingEmptySubsequences: false)[...]
-        for token in tokens {
-            switch token {
-            case .rest:
-                return !remaining.isEmpty
-            case .anyOne:
-                guard remaining.popFirst() != nil else { return false }
-            case .literal(let literal):
-                guard let next = remaining.popFirst(), next == literal else { return false }
+        var name = name
+        return name.withUTF8 { bytes in
+            var names = NameTokens(bytes: bytes)
+            for token in tokens {
+                switch token {
+                case .rest:
+                    return names.next() != nil
+                case .anyOne:
+                    guard names.next() != nil else { return false }
+                case .literal(let literal):
+                    guard let next = names.next(), next.elementsEqual(literal) else { return false }
+                }
             }
+            return names.next() == nil
         }
-        return remaining.isEmpty
+    }
+}
+
+/// The tokens of a collection name, split at every `.` (so `a..b` has an empty one).
+private struct NameTokens {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var start = 0
+    var isExhausted = false
+
+    init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    mutating func next() -> UnsafeBufferPointer<UInt8>.SubSequence? {
+        guard !isExhausted else { return nil }
+        var end = start
+        while end < bytes.count && bytes[end] != UInt8(ascii: ".") { end += 1 }
+        let token = bytes[start..<end]
+        if end == bytes.count { isExhausted = true } else { start = end + 1 }
+        return token
     }
 }
 
