@@ -112,9 +112,9 @@ forwarded-read-decoded|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|
 forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|ResponseDecoder.response(line, maximumDepth: depth)|ResponseDecoder.response(line, maximumDepth: 4)|SharedLogApplierTests
 state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
-scope-rest-matches-nothing-after|Sources/DiffcastWire/Rights.swift|                return !remaining.isEmpty|                return true|HolderTests
-scope-star-matches-many|Sources/DiffcastWire/Rights.swift|                guard remaining.popFirst() != nil else { return false }|                return true|HolderTests
-scope-literal-prefix-matches|Sources/DiffcastWire/Rights.swift|        return remaining.isEmpty\n|        return true\n|HolderTests
+scope-rest-matches-nothing-after|Sources/DiffcastWire/Rights.swift|                    return names.next() != nil|                    return true|HolderTests
+scope-star-matches-many|Sources/DiffcastWire/Rights.swift|                    guard names.next() != nil else { return false }|                    return names.next() != nil|HolderTests
+scope-literal-prefix-matches|Sources/DiffcastWire/Rights.swift|            return names.next() == nil|            return true|HolderTests
 scope-read-ignored|Sources/DiffcastAccess/Holder.swift|            case .read: return rights.read.contains(collection)|            case .read: return true|HolderTests|py:Tests/Access/test_rights.py
 scope-write-is-read|Sources/DiffcastAccess/Holder.swift|            case .write: return rights.write.contains(collection)|            case .write: return rights.read.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
 scope-drop-is-write|Sources/DiffcastAccess/Holder.swift|            case .drop: return rights.drop.contains(collection)|            case .drop: return rights.write.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
