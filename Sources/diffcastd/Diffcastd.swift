@@ -194,7 +194,17 @@ struct Diffcastd: ParsableCommand {
         LoggingSystem.bootstrap { ReloadableLogHandler(label: $0) }
         let logger = Logger(label: "diffcastd")
         for notice in validated.notices { logger.notice("\(notice)") }
-        raiseFileDescriptorLimit()
+        let descriptors = raiseFileDescriptorLimit()
+        // Listeners, the loop's own handles, the state directory and NATS take a few descriptors.
+        let reserved = 64
+        if let descriptors, validated.server.maximumConnections > descriptors - reserved {
+            logger.warning(
+                "max_connections is above what this process's descriptors allow",
+                metadata: [
+                    "max_connections": "\(validated.server.maximumConnections)",
+                    "descriptors": "\(descriptors)", "connections it can hold": "\(max(0, descriptors - reserved))",
+                ])
+        }
         let environment = ProcessInfo.processInfo.environment
         let server = Server(
             configuration: validated.server, logger: logger, systemd: SystemdIntegration(environment: environment))
@@ -314,11 +324,14 @@ struct Diffcastd: ParsableCommand {
         }
     }
 
-    /// Every client is a file descriptor: take the hard limit, not the usual soft 1024.
-    private func raiseFileDescriptorLimit() {
+    /// Every client is a file descriptor: take the hard limit, not the usual soft 1024. Returns
+    /// the descriptors the process may now hold (nil when the limit cannot be read).
+    private func raiseFileDescriptorLimit() -> Int? {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        return limit.rlim_cur > UInt(Int.max) ? Int.max : Int(limit.rlim_cur)
     }
 }

@@ -465,3 +465,16 @@ def test_diffcast_token_mints_what_the_daemon_verifies(tmp_path):
         assert refused.returncode == 1 and "may not write 'inbox.bob'" in refused.stderr, refused.stderr
         bad = diffcast.run("token", "--key", str(tmp_path / "key.jwk"), "--read", "a..b", check=False)
         assert bad.returncode == 2 and "a..b" in bad.stderr, bad.stderr
+
+
+def test_the_start_says_how_many_connections_the_descriptors_allow():
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard > 10_000_000:
+        pytest.skip("no finite descriptor limit here")
+    with Daemon(binary("diffcastd"), ["--max-connections", str(hard + 1)]) as daemon:
+        with daemon.client() as client:
+            client.ping()
+        log = daemon.log()
+    assert "max_connections is above what this process's descriptors allow" in log, log
+    assert f"descriptors={hard}" in log and f"connections it can hold={hard - 64}" in log, log
