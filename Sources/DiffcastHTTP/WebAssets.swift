@@ -1251,6 +1251,24 @@ public enum WebAssets {
           let binder = null;
           let current = null;
 
+          /** The status line: the version, and for a windowed list the rows on screen (not the rows held). */
+          function showStatus(mirror) {
+            const seen = binder && binder.visible && mirror.window ? binder.visible() : null;
+            statusLine.textContent = seen
+              ? `v${mirror.version}, rows ${Math.min(seen.first + 1, seen.last)}–${seen.last} of ${seen.total}, digest verified`
+              : `v${mirror.version}, digest verified`;
+          }
+
+          /** A collection's line in the sidebar; never older than what the followed mirror holds. */
+          function showInSidebar(name, version, items) {
+            const link = document.querySelector(`#collections a[data-name="${CSS.escape(name)}"]`);
+            if (!link) return;
+            const shown = Number(link.dataset.version ?? -1);
+            if (version < shown) return;
+            link.dataset.version = version;
+            link.querySelector("small").textContent = `v${version} · ${items}`;
+          }
+
           async function refreshCollections() {
             try {
               const answer = await (await fetch("/v1/collections", { headers })).json();
@@ -1262,6 +1280,14 @@ public enum WebAssets {
                 link.className = followed && followed.name === row.name ? "current" : "";
                 link.innerHTML = `<span></span><small>v${row.version} · ${row.items}</small>`;
                 link.firstChild.textContent = row.name;
+                link.dataset.version = row.version;
+                // A list answered before the followed collection's last event must not show it older.
+                const held = followed && followed.name === row.name ? followed.mirror : null;
+                if (held && held.version !== null && held.version > row.version) {
+                  const items = held.window ? held.window.total : held.sections.reduce((n, s) => n + s.items.length, 0);
+                  link.dataset.version = held.version;
+                  link.lastChild.textContent = `v${held.version} · ${items}`;
+                }
                 return link;
               });
               const list = document.querySelector("#collections");
@@ -1297,10 +1323,10 @@ public enum WebAssets {
                 window.diffcastPage.kinds.push(update.kind);
                 window.diffcastPage.chain.push([update.kind, update.changeset ? update.changeset.from : null, mirror.version]);
                 statusLine.className = "ok";
-                const shown = mirror.window;
-                statusLine.textContent = shown
-                  ? `v${mirror.version}, rows ${shown.offset + 1}–${shown.offset + shown.count} of ${shown.total}, digest verified`
-                  : `v${mirror.version}, digest verified`;
+                showStatus(mirror);
+                // The sidebar's line for this collection follows the header, not the next list.
+                const items = mirror.window ? mirror.window.total : mirror.sections.reduce((n, s) => n + s.items.length, 0);
+                showInSidebar(name, mirror.version, items);
                 window.diffcastPage.lastVersion = mirror.version;
               },
               onDivergence: (error) => {
@@ -1328,6 +1354,7 @@ public enum WebAssets {
               },
             });
             window.diffcastPage.binder = binder;
+            if (windowed) list.addEventListener("scroll", () => followed.mirror.version !== null && showStatus(followed.mirror), { passive: true });
             refreshCollections();
           }
 

@@ -29,8 +29,10 @@ def page_state(browser):
         const page = window.diffcastPage;
         const items = [...document.querySelectorAll('#list li')].map(li => [li.dataset.id, li.querySelector('code').textContent]);
         const sections = [...document.querySelectorAll('#list section')].map(s => s.dataset.id);
+        const sidebar = Object.fromEntries([...document.querySelectorAll('#collections a')]
+            .map(a => [a.dataset.name, a.querySelector('small').textContent]));
         return {version: page.lastVersion, divergences: page.divergences, kinds: page.kinds, items, sections,
-                status: document.querySelector('#status').textContent};
+                status: document.querySelector('#status').textContent, sidebar};
         """
     )
 
@@ -99,6 +101,8 @@ def test_the_page_follows_every_op_and_a_restart(browser, transport, tmp_path):
             assert state["items"] == items, f"round {round_number}"
             assert state["sections"] == sections, f"round {round_number}"
             assert state["divergences"] == 0
+            # The sidebar's line agrees with the header, however its own list lags.
+            assert state["sidebar"].get(collection, "").startswith(f"v{version} ·"), (state["sidebar"], version)
             checked += 1
             most_items = max(most_items, len(items))
             if round_number == 4:

@@ -106,6 +106,9 @@ def check_view(daemon, state, where):
     visible, meta = state["visible"], state["meta"]
     assert meta["offset"] <= visible["first"] and visible["last"] <= meta["offset"] + meta["count"], (where, visible, meta)
     assert visible["last"] > visible["first"], where
+    # The status names the rows on screen, not the rows the window holds.
+    shown = f"rows {visible['first'] + 1}–{visible['last']} of {visible['total']}"
+    assert shown in state["status"], (where, state["status"], visible)
     assert state["scrollHeight"] >= meta["total"] * ROW_HEIGHT, where
     return answer
 
