@@ -167,6 +167,16 @@ def test_a_windowed_list_of_100000_items_follows_the_scroll(browser, transport):
         assert state["chain"][events:] == [["changeset", before, near]], state["chain"][events:]
         check_view(daemon, state, "after a far write")
 
+        # Rows inserted just above the screen keep it on the same rows.
+        first = state["visible"]["first"]
+        shown = state["items"][first - state["meta"]["offset"]][0]
+        above = state["items"][first - state["meta"]["offset"] - 5][0]
+        with daemon.client() as client:
+            version = client.request("insert_items", COLLECTION, items=["up1", "up2", "up3"], before=above)["version"]
+        state = wait_until(browser, lambda s: s["version"] == version and s["settled"], "show rows inserted above")
+        check_view(daemon, state, "rows inserted above")
+        assert state["items"][state["visible"]["first"] - state["meta"]["offset"]][0] == shown, state["visible"]
+
         # At the end (a `last` window), an appended item shows as the last row.
         scroll_to(browser, ITEMS)
         state = settled(browser, "show the end again")
@@ -176,7 +186,7 @@ def test_a_windowed_list_of_100000_items_follows_the_scroll(browser, transport):
         state = wait_until(browser, lambda s: s["version"] == version and s["settled"], "show an appended item")
         assert state["items"][-1] == ["new", '{"n":"new"}'], state["items"][-3:]
         check_view(daemon, state, "an appended item")
-        assert state["meta"]["total"] == ITEMS + 1
+        assert state["meta"]["total"] == ITEMS + 4
 
 
 @pytest.mark.parametrize("transport", ["sse", "websocket"])

@@ -1003,8 +1003,20 @@ export function bindWindowedList(container, followed, options = {}) {
     return { first, last, total };
   };
 
+  let drawnTotal = null;
   const draw = () => {
     const mirror = followed.mirror;
+    // The row at the top of the screen, to keep it there when rows come or go above it.
+    const firstRow = Math.floor(container.scrollTop / rowHeight);
+    let kept = null;
+    if (container.scrollTop > 0) {
+      for (const [id, element] of itemElements) {
+        if (Number(element.dataset.row) === firstRow) {
+          kept = id;
+          break;
+        }
+      }
+    }
     const { offset, count, total } = place();
     top.style.height = `${offset * rowHeight}px`;
     bottom.style.height = `${Math.max(0, total - offset - count) * rowHeight}px`;
@@ -1047,6 +1059,15 @@ export function bindWindowedList(container, followed, options = {}) {
     rows.replaceChildren(...groups);
     for (const id of itemElements.keys()) if (!keptItems.has(id)) itemElements.delete(id);
     for (const id of sectionElements.keys()) if (!keptSections.has(id)) sectionElements.delete(id);
+    // Rows inserted (or deleted) above the screen push its rows down (or pull them up): scroll
+    // by as much, so the screen stays on the same rows. A row that moved is not followed.
+    const grew = drawnTotal === null ? 0 : total - drawnTotal;
+    drawnTotal = total;
+    const element = kept === null ? null : itemElements.get(kept);
+    const shifted = element ? Number(element.dataset.row) - firstRow : 0;
+    if (shifted !== 0 && Math.sign(shifted) === Math.sign(grew) && Math.abs(shifted) <= Math.abs(grew)) {
+      container.scrollTop += shifted * rowHeight;
+    }
   };
 
   /** The window the visible rows need, or null when the view holds them. */
