@@ -51,6 +51,10 @@ final class FanOut {
     /// Windowed subscribers by collection and window group: a version's window event goes to
     /// the members of its group, and a version outside every window touches none of them.
     private var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
+    /// The last version published of each collection with whole subscribers: a catch-up made
+    /// before a later version was published (the versions it skipped while catching up) is
+    /// followed by another.
+    private var publishedVersions: [String: UInt64] = [:]
 
     init(policy: Policy, host: any FanOutHost, logger: Logger) {
         self.policy = policy
@@ -106,6 +110,7 @@ final class FanOut {
     ///   and each subscriber's queue takes a reference to the shared bytes, not a copy.
     func publish(collection name: String, from: UInt64, to: UInt64, event: SharedBytes) {
         guard let ids = subscribers[name] else { return }
+        publishedVersions[name] = to
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
         for id in ids {
             guard let connection = host.connection(id) else { continue }
@@ -152,6 +157,7 @@ final class FanOut {
         let event = FramedEvent(
             SharedBytes(WireEncoder.droppedEvent(collection: name)), webSocketFramer: webSocketFramer)
         let windowed = windowSubscribers.removeValue(forKey: name)?.values.flatMap { $0 } ?? []
+        publishedVersions[name] = nil
         for id in (subscribers.removeValue(forKey: name) ?? []).union(windowed) {
             guard let connection = host.connection(id) else { continue }
             connection.subscriptions[name] = nil
@@ -224,6 +230,15 @@ final class FanOut {
         if let event { queue(FramedEvent(event, webSocketFramer: webSocketFramer), to: connection) }
         subscription.version = version
         subscription.delivery = .current
+        if range == nil, subscription.window == nil, let published = publishedVersions[name], published > version {
+            // Versions published while the catch-up was made went past this subscriber: it is
+            // behind again, and is caught up once more when it has drained.
+            subscription.delivery = .lagging
+            connection.subscriptions[name] = subscription
+            requestCatchUpsIfDrained(connection)
+            connection.releaseAnswers()
+            return
+        }
         if let range, event != nil {
             subscription.window?.eventVersion = version
             subscription.window?.range = range
