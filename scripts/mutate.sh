@@ -134,6 +134,7 @@ scope-subject-limit-ignored|Sources/DiffcastServer/Server+Access.swift|         
 scope-401-as-403|Sources/DiffcastServer/Connection.swift|            guard status == 403, !presentedToken else {|            guard Bool(false) else {|py:Tests/Access/test_tokens.py
 scope-throttle-never-blocks|Sources/DiffcastAccess/FailedAuthThrottle.swift|        let blocks = record.failures.count >= maximumFailures|        let blocks = Bool(false)|py:Tests/Access/test_tokens.py
 scope-refused-auth-drops-rights|Sources/DiffcastServer/Server+Access.swift|        case .failure(let refusal):\n            failure = refusal\n        }\n        let error|        case .failure(let refusal):\n            failure = refusal\n            connection.holder.credential = .anonymous\n        }\n        let error|py:Tests/Access/test_tokens.py
+catch-up-overtaken-kept|Sources/DiffcastServer/FanOut.swift|let published = publishedVersions[name], published > version {|let published = publishedVersions[name], published > version, Bool(false) {|FanOutTests
 EOF
 )
 

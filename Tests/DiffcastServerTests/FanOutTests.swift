@@ -229,6 +229,44 @@ import Testing
         #expect(slow.subscriptions["c"]?.delivery == .current && loop.fanOut.counters.catchUps == 1)
     }
 
+    /// A catch-up made before later versions were published reaches the loop after them: the
+    /// versions it skipped while catching up are brought by one more catch-up, not lost.
+    @Test func aCatchUpOvertakenByLaterVersionsIsFollowedByAnother() throws {
+        let loop = FakeLoop(maximumUnsentBytes: 600)
+        let slow = loop.open(1)
+        let writer = loop.open(3)
+        try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#], on: writer)
+        try loop.send(["subscribe c"], on: slow)
+        var slowMirror = CollectionMirror()
+        _ = try Self.follow(loop.written(slow), into: &slowMirror)
+        let item = { (index: Int) in
+            #"append_items c {"items":[{"id":"i\#(index)","data":"\#(String(repeating: "x", count: 40))"}]}"#
+        }
+        for index in 0..<20 { try loop.send([item(index)], on: writer) }
+        _ = try Self.follow(loop.written(slow), into: &slowMirror)
+        loop.fanOut.requestCatchUpsIfDrained(slow)
+        // The apply queue makes the catch-up (to version 21) ...
+        let catchUp = loop.engine.process(loop.submitted)
+        loop.submitted = []
+        // ... but version 22 (two writes, coalesced) reaches the loop before it does.
+        try loop.send([item(20), item(21)], on: writer)
+        #expect(slow.subscriptions["c"]?.delivery == .catchingUp)
+        for outcome in catchUp { loop.fanOut.deliver(outcome) }
+        #expect(slow.subscriptions["c"]?.delivery == .lagging, "behind again")
+        _ = try Self.follow(loop.written(slow), into: &slowMirror)
+        #expect(slowMirror.version == 21)
+        // Drained (the loop asks whenever a write completes): the second catch-up.
+        loop.fanOut.requestCatchUpsIfDrained(slow)
+        guard case .catchUp(1, "c", 21, nil) = try #require(loop.submitted.first) else {
+            Issue.record("no second catch-up: \(loop.submitted)")
+            return
+        }
+        loop.runSubmitted()
+        _ = try Self.follow(loop.written(slow), into: &slowMirror)
+        #expect(slowMirror.version == 22 && slow.subscriptions["c"]?.delivery == .current)
+        #expect(slowMirror.sections.flatMap(\.items).count == 22)
+    }
+
     @Test func aSlowSubscriberIsDisconnectedWhenThePolicySaysSo() throws {
         let loop = FakeLoop(maximumUnsentBytes: 300, slowSubscribers: .disconnect)
         let slow = loop.open(1)
