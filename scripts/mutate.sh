@@ -140,8 +140,8 @@ EOF
 
 # A filter `py:PATH` names a pytest suite run against the copy's daemon; the others filter
 # `swift test`. The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
-swift_filters() { tr '|' '\n' | grep -v '^py:' | sort -u | paste -sd'|'; }
-python_suites() { tr '|' '\n' | grep '^py:' | sed 's/^py://' | sort -u | paste -sd' '; }
+swift_filters() { tr '|' '\n' | { grep -v '^py:' || true; } | sort -u | paste -sd'|'; }
+python_suites() { tr '|' '\n' | { grep '^py:' || true; } | sed 's/^py://' | sort -u | paste -sd' '; }
 # With a name given, only the mutants it selects (and only their suites in the baseline).
 if [ $# -gt 0 ]; then mutants=$(echo "$mutants" | awk -F'|' -v part="$1" 'index($1, part) > 0'); fi
 all_filters=$(echo "$mutants" | cut -d'|' -f5- | swift_filters)
