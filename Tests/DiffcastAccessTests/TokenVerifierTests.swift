@@ -49,7 +49,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ("alg_none", "alg none"), ("confusion", "not for alg HS256"), ("wrong_key", "bad signature"),
+        ("alg_none", "unsigned token (alg none)"), ("confusion", "not for alg HS256"), ("wrong_key", "bad signature"),
         ("unknown_kid", "unknown key id 'nope'"), ("expired", "expired"), ("noexp", "no exp"),
         ("nbf_future", "not valid yet"), ("altered", "bad signature"),
     ])
