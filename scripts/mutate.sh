@@ -148,10 +148,11 @@ all_filters=$(echo "$mutants" | cut -d'|' -f5- | swift_filters)
 all_python=$(echo "$mutants" | cut -d'|' -f5- | python_suites)
 (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy does not build (see $scratch/baseline.log)"; exit 1; }
-(cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$all_filters" \
-  >>"$scratch/baseline.log" 2>&1) || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
+[ -z "$all_filters" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel \
+  --filter "$all_filters" >>"$scratch/baseline.log" 2>&1) \
+  || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
 # shellcheck disable=SC2086
-(cd "$scratch/src" && python3 -m pytest -q -p no:cacheprovider $all_python >>"$scratch/baseline.log" 2>&1) \
+[ -z "$all_python" ] || (cd "$scratch/src" && python3 -m pytest -q -p no:cacheprovider $all_python >>"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy fails its Python suites (see $scratch/baseline.log)"; exit 1; }
 
 killed=0
