@@ -66,7 +66,11 @@ extension Server {
 
     /// The address whose refused tokens are counted together: the peer's IP without its port.
     func throttleKey(of connection: Connection) -> String {
-        if let client = connection.forwardedFor { return client }
+        connection.forwardedFor ?? peerHost(of: connection)
+    }
+
+    /// The peer's address without its port (a TCP peer's IP; a Unix peer's `uid N` as it is).
+    private func peerHost(of connection: Connection) -> String {
         guard connection.isTCP, let colon = connection.peerAddress.lastIndex(of: ":") else {
             return connection.peerAddress
         }
@@ -83,15 +87,10 @@ extension Server {
     /// `X-Forwarded-For` (the one the proxy itself saw; earlier ones are the client's word).
     func forwardedClient(of forwardedFor: String?, on connection: Connection) -> String? {
         guard let forwardedFor, !configuration.trustedProxies.isEmpty,
-            configuration.trustedProxies.contains(throttleKeyOfPeer(connection))
+            configuration.trustedProxies.contains(peerHost(of: connection))
         else { return nil }
         let last = forwardedFor.split(separator: ",").last.map { $0.trimmingWhitespace() } ?? ""
         return last.isEmpty || last.utf8.count > 64 ? nil : last
-    }
-
-    private func throttleKeyOfPeer(_ connection: Connection) -> String {
-        guard let colon = connection.peerAddress.lastIndex(of: ":") else { return connection.peerAddress }
-        return String(connection.peerAddress[..<colon])
     }
 
     /// How logs name a connection's transport.

@@ -186,21 +186,25 @@ public enum WireEncoder {
         var output = JSONOutput()
         output.appendRaw("{\"event\":\"revoked\",\"collection\":")
         output.append(string: collection)
-        output.appendRaw(",\"error\":{\"code\":\"unauthorized\",\"message\":")
-        output.append(string: message)
-        output.appendRaw("}}\n")
+        appendError(code: "unauthorized", message: message, into: &output)
         return output.bytes
     }
 
     /// `{"event":"error",…}` sent before the daemon disconnects a client by policy.
     public static func disconnectEvent(code: String, message: String) -> [UInt8] {
         var output = JSONOutput()
-        output.appendRaw("{\"event\":\"error\",\"error\":{\"code\":")
+        output.appendRaw("{\"event\":\"error\"")
+        appendError(code: code, message: message, into: &output)
+        return output.bytes
+    }
+
+    /// `,"error":{"code":…,"message":…}}` and the newline: the end of an event that reports one.
+    private static func appendError(code: String, message: String, into output: inout JSONOutput) {
+        output.appendRaw(",\"error\":{\"code\":")
         output.append(string: code)
         output.appendRaw(",\"message\":")
         output.append(string: message)
         output.appendRaw("}}\n")
-        return output.bytes
     }
 
     // MARK: - Changeset parts
