@@ -228,7 +228,16 @@ def test_bad_http_gets_a_4xx_and_a_closed_connection_never_a_crash(http_daemon):
 
 
 @pytest.mark.skipif(not CHECKER.exists(), reason="../shared/conformance/check.py is not there")
-def test_the_contract_holds_over_websocket(http_daemon, tmp_path):
+def test_the_contract_holds_over_websocket(tmp_path):
+    # A small unsent-bytes limit, so that the stalled subscriber of the `slow` scenario is caught
+    # up by the daemon (what the bridge and the kernel buffer would otherwise absorb for it).
+    with HTTPDaemon(["--max-unsent-bytes", "262144"]) as http_daemon:
+        run_the_checker_over_websocket(http_daemon, tmp_path)
+        with http_daemon.client() as client:
+            assert client.stats()["catch_ups"] >= 1
+
+
+def run_the_checker_over_websocket(http_daemon, tmp_path):
     bridge_path = str(tmp_path / "bridge.sock")
     bridge = subprocess.Popen(
         [sys.executable, str(pathlib.Path(__file__).parent / "ws_bridge.py"), bridge_path,
