@@ -335,9 +335,10 @@ public final class StateStore {
         try FileIO.sync(logDescriptor, path: path)
     }
 
-    /// For the `interval` policy: syncs when the interval has passed since the last sync.
+    /// For the `interval` policy: syncs when the interval has passed since the last sync. Under
+    /// the other policies it does nothing (`always` has synced already, `never` never does).
     public func syncIfDue() throws {
-        guard hasUnsyncedRecords,
+        guard options.sync == .interval, hasUnsyncedRecords,
             ContinuousClock.now - lastSync >= .milliseconds(options.syncIntervalMilliseconds)
         else { return }
         try syncLog(path: logPath(generation))

@@ -208,6 +208,36 @@ def test_an_owner_stopped_past_its_lease_acknowledges_nothing_more_itself(cluste
     assert not subscriber.gaps and not subscriber.mirror.divergences
 
 
+def test_an_owner_stopped_cleanly_hands_its_collections_over_at_once(cluster):
+    # A lease of a minute: a daemon that kept it on a clean stop would leave the collection
+    # unwritable for that long; one that lets it go is replaced at the next write.
+    old_owner, heir = BackboneDaemon(cluster, lease_ms=60_000), BackboneDaemon(cluster, lease_ms=60_000)
+    old_owner.start()
+    heir.start()
+    try:
+        collection = "handed-over"
+        with old_owner.client() as client:
+            client.append_sections(collection, [{"id": "s", "items": ["before"]}])
+        wait_until(lambda: holds(heir, collection), what="the collection to reach the heir")
+        assert backbone_stats(old_owner)["owned_collections"] == 1
+        assert old_owner.stop(signal.SIGTERM) == 0
+        stopped = time.monotonic()
+        with heir.client(timeout=30) as client:
+            while True:
+                try:
+                    client.append_items(collection, ["after"])
+                    break
+                except Exception:
+                    assert time.monotonic() - stopped < 20, "the stopped owner kept its lease"
+                    time.sleep(0.1)
+        assert time.monotonic() - stopped < 20
+        assert backbone_stats(heir)["owned_collections"] == 1
+        assert items(state(heir, collection)) == ["before", "after"]
+    finally:
+        for daemon in (old_owner, heir):
+            daemon.stop(signal.SIGKILL)
+
+
 def test_a_follower_whose_consumer_delivers_nothing_repairs_itself(cluster, monkeypatch):
     """A consumer recreated on a lagging peer delivers nothing (nats-server 2.9.10 places it on
     any peer). Simulated here for one daemon (DIFFCAST_TEST_SILENT_FOLLOWER): the watch sees it

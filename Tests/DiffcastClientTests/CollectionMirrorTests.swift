@@ -51,28 +51,35 @@ import Testing
     }
 
     /// A changeset that does not fit, or whose digest is wrong, is a divergence, never applied
-    /// silently.
+    /// silently. Each damaged event carries the digest of the state it would lead to if the
+    /// damage went unnoticed (163a5421e623c5b2, of [s: b], from ../shared/conformance/model.py),
+    /// so that each check is tried alone.
     @Test func aCorruptedEventIsADivergence() throws {
+        func line(deleting id: String, digest: String) throws -> JSONValue {
+            try JSONParser.parse(
+                Array(
+                    (#"{"event":"changeset","collection":"m","epoch":"e","from":1,"version":2,"items":{"deleted":[{"at":[0,0],"id":""#
+                        + id + #""}]},"digest":""# + digest + #""}"#).utf8))
+        }
         var mirror = CollectionMirror()
         try mirror.feed(
             try JSONParser.parse(
                 Array(
                     #"{"event":"snapshot","collection":"m","epoch":"e","version":1,"sections":[{"id":"s","items":["a","b"]}],"digest":"1ae354cda546efbc"}"#
                         .utf8)))
+        // The deletion names "b" where "a" is: the digest is that of deleting position 0.
         #expect(throws: CollectionMirror.Divergence.self) {
-            try mirror.feed(
-                try JSONParser.parse(
-                    Array(
-                        #"{"event":"changeset","collection":"m","epoch":"e","from":1,"version":2,"items":{"deleted":[{"at":[0,0],"id":"b"}]},"digest":"0000000000000000"}"#
-                            .utf8)))
+            try mirror.feed(try line(deleting: "b", digest: "163a5421e623c5b2"))
         }
+        #expect(mirror.version == 1)
+        // The right deletion with a wrong digest.
         #expect(throws: CollectionMirror.Divergence.self) {
-            try mirror.feed(
-                try JSONParser.parse(
-                    Array(
-                        #"{"event":"changeset","collection":"m","epoch":"e","from":1,"version":2,"items":{"deleted":[{"at":[0,0],"id":"a"}]},"digest":"0000000000000000"}"#
-                            .utf8)))
+            try mirror.feed(try line(deleting: "a", digest: "0000000000000000"))
         }
+        #expect(mirror.version == 1)
+        // Both right: it applies.
+        try mirror.feed(try line(deleting: "a", digest: "163a5421e623c5b2"))
+        #expect(mirror.version == 2 && mirror.sections.map { $0.items.map(\.id) } == [["b"]])
     }
 
     /// Index paths are read from the wire: at the extremes of Int they are a divergence, and the

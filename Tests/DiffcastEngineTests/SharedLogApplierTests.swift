@@ -1,5 +1,6 @@
 import DiffcastClient
 import DiffcastCore
+import DiffcastTestSupport
 import DiffcastWire
 import Logging
 import Testing
@@ -22,7 +23,7 @@ import Testing
         for step in 0..<400 {
             if step == 200 {
                 _ = a.applier.run([])
-                try a.expectEventsCompose(to: a.engine.checkpointEntries().first?.snapshot ?? Snapshot())
+                try a.expectEventsCompose(to: a.engine.checkpointEntries().first?.snapshot)
                 // `a` (the owner since the first write) dies; its lease ends.
                 cluster.kill("a")
                 daemons = [b, c]
@@ -305,41 +306,38 @@ final class ModelDaemon {
         return try answerIn(produced, slot: slot)
     }
 
-    /// Every version this daemon published, applied in order to a mirror that checks each
-    /// digest, ends at `final`: events compose, with no gap.
-    func expectEventsCompose(to final: Snapshot) throws {
-        var mirror: CollectionMirror?
+    /// Every version this daemon published, applied in order by the strict reference applier
+    /// (`StrictApplier`, which checks each entry's identifier and the lists' order) with each
+    /// event's digest checked against `ReferenceDigest`, ends at `final` (nil: dropped): events
+    /// compose, with no gap.
+    func expectEventsCompose(to final: Snapshot?) throws {
+        var held: (version: UInt64, state: PlainState)?
         for outcome in outcomes {
             switch outcome {
-            case .published(_, let from, _, let event, _):
-                if mirror == nil {
-                    // The collection as it was before its first published version here.
-                    try #require(from == 0, "published from \(from) without a start")
-                    guard case .string(let epoch) = try JSONParser.parse(event.bytes.bytes, maximumDepth: 64)["epoch"]
-                    else {
-                        throw AnswerMissing(slot: from)
-                    }
-                    var fresh = CollectionMirror()
-                    try feed(
-                        &fresh,
-                        WireEncoder.snapshotEvent(collection: "c", epoch: epoch, version: 0, snapshot: Snapshot()))
-                    mirror = fresh
+            case .published(_, let from, let to, let encoded, _):
+                // The collection as it was before its first published version here: empty.
+                let before = held ?? (0, [])
+                try #require(from == before.version, "published from \(from), holding \(before.version)")
+                let event = try EventDecoder.event(JSONParser.parse(encoded.bytes.bytes, maximumDepth: 1024))
+                guard case .changeset(let eventFrom, let version, let changeset, _, let digest) = event else {
+                    Issue.record("version \(to) was published as \(event), not a changeset")
+                    return
                 }
-                if var current = mirror {
-                    try feed(&current, event.bytes.bytes)
-                    mirror = current
-                }
+                #expect(eventFrom == from && version == to)
+                let state = try StrictApplier.apply(changeset, to: before.state)
+                #expect(digest == ReferenceDigest.of(state), "the digest of version \(to)")
+                held = (to, state)
             case .dropped:
-                mirror = nil
+                held = nil
             default:
                 continue
             }
         }
-        if let mirror { #expect(Digest(of: mirror.snapshot) == Digest(of: final)) }
-    }
-
-    private func feed(_ mirror: inout CollectionMirror, _ line: [UInt8]) throws {
-        _ = try mirror.feed(JSONParser.parse(line, maximumDepth: 1024))
+        if let final {
+            #expect(held?.state == plain(final), "the events end where the engine is")
+        } else {
+            #expect(held == nil, "the collection was dropped last, yet its events go on")
+        }
     }
 }
 

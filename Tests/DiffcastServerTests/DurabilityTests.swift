@@ -123,7 +123,9 @@ import Testing
             "dc-equiv-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: stateDirectory) }
         let socketPath = stateDirectory.path + ".sock"
-        let arguments = ["--state-dir", stateDirectory.path, "--checkpoint-log-bytes", "4096"]
+        let arguments = [
+            "--state-dir", stateDirectory.path, "--checkpoint-log-bytes", "4096", "--history-versions", "1000",
+        ]
         var daemon = try Daemon(arguments: arguments, socketPath: socketPath)
         var client = try Client(path: socketPath)
         var rng = SplitMix64(seed: 11)
@@ -177,8 +179,12 @@ import Testing
             #"subscribe eq0 {"since":\#(version),"epoch":"\#(subscribed["epoch"]?.string ?? "")"}"#)
         #expect(resumed.isOK)
         #expect((resumed["version"]?.int ?? 0) > version, "the seeded writes changed eq0 after the subscription")
+        // The history kept (--history-versions) reaches back past the subscription: one changeset
+        // from where it was to the version now, as the contract promises.
         let event = try client.event()
-        #expect(event["event"] == .string("changeset") || event["event"] == .string("snapshot"))
+        #expect(event["event"] == .string("changeset"), "\(event.canonicalText.prefix(200))")
+        #expect(event["from"]?.int == version)
+        #expect(event["version"]?.int == resumed["version"]?.int)
         #expect(event["epoch"]?.string == subscribed["epoch"]?.string, "the epoch survives")
         _ = daemon.stop()
     }

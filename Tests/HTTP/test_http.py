@@ -123,6 +123,64 @@ def test_server_sent_events_resume_with_last_event_id_and_one_changeset(http_dae
     resumed.close()
 
 
+def test_server_sent_events_resume_from_the_query_and_start_anew_on_another_epoch(tmp_path):
+    # Two versions of history: a resume from further back gets the whole state.
+    with HTTPDaemon(["--history-versions", "2"]) as daemon:
+        write(daemon, 'apply feed {"sections":[{"id":"s","items":["a"]}]}')
+        epoch = daemon.call("GET", "/v1/collections/feed")[2]["epoch"]
+        write(daemon, 'append_items feed {"items":["b"]}')
+        write(daemon, 'append_items feed {"items":["c"]}')
+        now = daemon.call("GET", "/v1/collections/feed")[2]
+        assert now["version"] == 3
+
+        # `since` and `epoch` in the query (no Last-Event-ID): one changeset from version 2.
+        resumed = EventStream(daemon, f"/v1/collections/feed/events?since=2&epoch={epoch}")
+        identifier, kind, event = resumed.next()
+        assert (kind, identifier) == ("changeset", f"{epoch}:3")
+        assert (event["from"], event["version"]) == (2, 3)
+        assert event["items"]["inserted"] == [{"at": [0, 2], "id": "c"}]
+        resumed.close()
+
+        # Nothing to send when `since` is current: the next event is the next version.
+        current = EventStream(daemon, f"/v1/collections/feed/events?since=3&epoch={epoch}")
+        write(daemon, 'append_items feed {"items":["d"]}')
+        identifier, kind, event = current.next()
+        assert (kind, event["from"], event["version"]) == ("changeset", 3, 4)
+        current.close()
+
+        # Another epoch (the collection was dropped and made again since): a snapshot.
+        stale = EventStream(daemon, "/v1/collections/feed/events?since=3&epoch=0000000000000000")
+        identifier, kind, event = stale.next()
+        assert kind == "snapshot" and event["version"] == 4 and event["epoch"] == epoch
+        stale.close()
+
+        # From before the history kept: a snapshot too.
+        forgotten = EventStream(daemon, f"/v1/collections/feed/events?since=1&epoch={epoch}")
+        identifier, kind, event = forgotten.next()
+        assert kind == "snapshot" and event["version"] == 4
+        assert [item if isinstance(item, str) else item["id"] for item in event["sections"][0]["items"]] == [
+            "a", "b", "c", "d"]
+        forgotten.close()
+
+
+def test_a_cors_preflight_names_what_a_page_may_send():
+    with HTTPDaemon(["--http-origins", "https://app.example"]) as daemon:
+        status, headers, _ = daemon.call(
+            "OPTIONS", "/v1/requests",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "authorization, content-type"})
+        assert status == 204
+        assert headers["Access-Control-Allow-Origin"] == "https://app.example"
+        assert {m.strip() for m in headers["Access-Control-Allow-Methods"].split(",")} >= {"GET", "POST"}
+        allowed = {h.strip().lower() for h in headers["Access-Control-Allow-Headers"].split(",")}
+        assert {"authorization", "content-type", "last-event-id"} <= allowed
+        # A page of another origin is not told it may.
+        status, headers, _ = daemon.call(
+            "OPTIONS", "/v1/requests",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+        assert status == 403 and "Access-Control-Allow-Origin" not in headers
+
+
 def test_server_sent_events_follow_a_window_from_the_query(http_daemon):
     items = [f"n{k}" for k in range(8)]
     write(http_daemon, json.dumps({"op": "apply", "collection": "news", "sections": [{"id": "s", "items": items}]}))
