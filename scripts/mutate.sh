@@ -55,7 +55,7 @@ digest-prefix-outlives-change|Sources/DiffcastCore/ItemList.swift|        curren
 shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            chunks[index].id == other.chunks[otherIndex].id\n                && chunks[index].revision == other.chunks[otherIndex].revision|            chunks[index].id == other.chunks[otherIndex].id|DiffcastCoreTests
 chunk-digest-kept-after-change|Sources/DiffcastCore/ItemList.swift|                cachedDigest = DigestPart.empty.value\n                digestedCount = 0\n|\n|DiffcastCoreTests
 response-before-event|Sources/DiffcastServer/Connection.swift|        guard let mark, let subscription = subscriptions[mark.collection] else { return true }|        guard let mark, let subscription = subscriptions[mark.collection], Bool(false) else { return true }|DaemonTests|FanOutTests
-subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            let fits = connection.unsentBytes <= policy.maximumUnsentBytes|            let fits = true|FanOutTests
+subscriber-over-limit-still-sent|Sources/DiffcastServer/FanOut.swift|            let fits = !policy.unsentBytes.isAbove(connection.unsentBytes)|            let fits = true|FanOutTests
 turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if taker.turnPlace == place {|            if taker.turnPlace != nil {|WriteTurnsTests
 turn-count-drifts-on-remove|Sources/DiffcastServer/WriteTurns.swift|        guard taker.turnPlace != nil else { return }\n        taker.turnPlace = nil|        taker.turnPlace = nil|WriteTurnsTests
 subscription-taken-without-its-name|Sources/DiffcastServer/Connection.swift|            guard subscriptions.keys[index] == name else { return nil }|            _ = name|FanOutTests
@@ -67,7 +67,7 @@ history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|          
 history-items-leave-out-current|Sources/DiffcastEngine/CollectionState.swift|earlierItems + currentItems > historyLimits.items|earlierItems > historyLimits.items|ApplyEngineTests
 history-entry-misnumbered|Sources/DiffcastEngine/CollectionState.swift|        keep(previous, as: version)\n|        keep(previous, as: newVersion)\n|ApplyEngineTests
 empty-start-outlives-its-drop|Sources/DiffcastEngine/CollectionState.swift|        if version == 0, keepsEmptyStart { return Snapshot() }|        if version == 0 { return Snapshot() }|ApplyEngineTests
-catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }|        guard Bool(true) else { return }|FanOutTests
+catch-up-before-drained|Sources/DiffcastServer/FanOut.swift|        guard policy.unsentBytes.hasDrained(connection.unsentBytes) else { return }|        guard Bool(true) else { return }|FanOutTests
 skip-log-fsync|Sources/DiffcastStorage/StateStore.swift|            if options.sync == .always { try syncLog(path: path) }|            if options.sync == .never { try syncLog(path: path) }|DurabilityTests
 corruption-taken-for-torn-tail|Sources/DiffcastStorage/StateStore.swift|                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|                    if Bool(false), let later = LogFrame.nextValidHeader(in: bytes, after: offset) {|StorageFaultTests|WriteAheadLogTests
 transaction-undo-forgets-ids|Sources/DiffcastCore/Document.swift|            case .removed(let id, let chunk): directory?.add(id, chunk: chunk)|            case .removed: break|DiffcastCoreTests|DiskFullTests

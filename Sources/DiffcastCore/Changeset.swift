@@ -112,9 +112,6 @@ public struct Changeset: Hashable, Sendable {
 
     public var isEmpty: Bool { sections.isEmpty && items.isEmpty }
 
-    /// (section moves, item moves): what the "fewest moves" rule counts.
-    public var moveCounts: (sections: Int, items: Int) { (sections.moved.count, items.moved.count) }
-
     /// Puts every list in SPEC.md's order: `deleted` by old position, the others by new position.
     public mutating func sortLists() {
         sections.sortLists()

@@ -46,8 +46,6 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     public var description: String { text }
 
-    public var utf8Count: Int { text.utf8.count }
-
     /// The cached hash of the bytes, for the tables of this module.
     var hashBits: UInt64 { UInt64(truncatingIfNeeded: bytesHash) }
 

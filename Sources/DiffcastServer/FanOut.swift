@@ -26,8 +26,9 @@ protocol FanOutHost: AnyObject {
 /// them (`FanOutHost`). So its tests run without a socket.
 final class FanOut {
     struct Policy {
-        /// Unsent bytes past which a subscriber is behind.
-        var maximumUnsentBytes: Int
+        /// A subscriber's unsent bytes: past `high` it is behind, and it is caught up once they
+        /// have drained to `low`.
+        var unsentBytes: WaterMarks
         var slowSubscribers: ServerConfiguration.SlowSubscriberPolicy
     }
 
@@ -114,7 +115,7 @@ final class FanOut {
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
         for id in ids {
             guard let connection = host.connection(id) else { continue }
-            let fits = connection.unsentBytes <= policy.maximumUnsentBytes
+            let fits = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.advanceSubscription(to: name, from: from, to: to, fits: fits) {
             case .advanced?:
                 queue(event, to: connection)
@@ -137,7 +138,7 @@ final class FanOut {
             guard let connection = host.connection(id), let subscription = connection.subscriptions[name],
                 let window = subscription.window, window.group == delivery.group, !subscription.isLagging
             else { continue }
-            guard connection.unsentBytes <= policy.maximumUnsentBytes else {
+            guard !policy.unsentBytes.isAbove(connection.unsentBytes) else {
                 fallBehind(connection, in: name)
                 continue
             }
@@ -313,7 +314,7 @@ final class FanOut {
     /// Asks for the catch-ups of a connection's lagging subscriptions once it has drained to half
     /// its limit; call it whenever its unsent bytes fall.
     func requestCatchUpsIfDrained(_ connection: Connection) {
-        guard connection.unsentBytes <= policy.maximumUnsentBytes / 2 else { return }
+        guard policy.unsentBytes.hasDrained(connection.unsentBytes) else { return }
         for (name, subscription) in connection.subscriptions where subscription.delivery == .lagging {
             connection.subscriptions[name]?.delivery = .catchingUp
             host.submit(
@@ -346,7 +347,7 @@ final class FanOut {
         removeSubscriptions(of: connection)
         host.stopReading(connection)
         connection.discardOutbound()
-        let limit = policy.maximumUnsentBytes
+        let limit = policy.unsentBytes.high
         let line = WireEncoder.disconnectEvent(
             code: "limit_exceeded", message: "more than \(limit) bytes unsent (max_unsent_bytes): disconnected")
         queue(FramedEvent(SharedBytes(line), webSocketFramer: webSocketFramer), to: connection)

@@ -68,15 +68,20 @@ extension Server {
         }
     }
 
-    /// Requests outstanding at the apply queue on one connection before it is read no further.
-    static let maximumOutstandingRequests: UInt64 = 65_536
+    /// Requests outstanding at the apply queue on one connection: past the high mark it is read
+    /// no further until they drain to the low one.
+    static let outstandingRequests = WaterMarks(high: 65_536)
+
+    /// A connection's unsent bytes: past the high mark (`max_unsent_bytes`) it is read no further
+    /// until they drain to the low one.
+    var unsentBytes: WaterMarks { WaterMarks(high: configuration.maximumUnsentBytes) }
 
     /// Backpressure: a client that sends faster than it reads its answers is not read until it
     /// has drained, so neither its responses nor its queued requests grow without bound.
     func pauseReadingIfFlooded(_ connection: Connection) {
         guard connection.phase == .reading else { return }
-        if connection.unsentBytes > configuration.maximumUnsentBytes
-            || connection.outstandingRequests > Self.maximumOutstandingRequests
+        if unsentBytes.isAbove(connection.unsentBytes)
+            || Self.outstandingRequests.isAbove(Int(clamping: connection.outstandingRequests))
         {
             uv_read_stop(dc_stream(connection.handle))
             connection.pauseReading()
@@ -85,8 +90,8 @@ extension Server {
 
     func resumeReadingIfDrained(_ connection: Connection) {
         guard connection.isReadingPaused,
-            connection.unsentBytes <= configuration.maximumUnsentBytes / 2,
-            connection.outstandingRequests <= Self.maximumOutstandingRequests / 2
+            unsentBytes.hasDrained(connection.unsentBytes),
+            Self.outstandingRequests.hasDrained(Int(clamping: connection.outstandingRequests))
         else { return }
         startReading(connection)
     }

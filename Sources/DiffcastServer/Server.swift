@@ -280,7 +280,8 @@ extension Server: FanOutHost {
 extension FanOut.Policy {
     init(_ configuration: ServerConfiguration) {
         self.init(
-            maximumUnsentBytes: configuration.maximumUnsentBytes, slowSubscribers: configuration.slowSubscriberPolicy)
+            unsentBytes: WaterMarks(high: configuration.maximumUnsentBytes),
+            slowSubscribers: configuration.slowSubscriberPolicy)
     }
 }
 

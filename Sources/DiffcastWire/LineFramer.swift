@@ -22,9 +22,6 @@ public struct LineFramer: Sendable {
         self.maximumLineBytes = maximumLineBytes
     }
 
-    /// Whether an unfinished line is buffered (a client that vanishes now loses it).
-    public var hasPartialLine: Bool { !partial.isEmpty }
-
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ emit: (Piece) -> Void) {
         var start = 0
         while start < chunk.count {

@@ -24,7 +24,7 @@ import Testing
         lazy var fanOut = FanOut(policy: policy, host: self, logger: Logger(label: "fan-out-test"))
 
         init(maximumUnsentBytes: Int = 1 << 20, slowSubscribers: ServerConfiguration.SlowSubscriberPolicy = .catchUp) {
-            policy = FanOut.Policy(maximumUnsentBytes: maximumUnsentBytes, slowSubscribers: slowSubscribers)
+            policy = FanOut.Policy(unsentBytes: WaterMarks(high: maximumUnsentBytes), slowSubscribers: slowSubscribers)
         }
 
         func connection(_ id: ConnectionID) -> Connection? { connections[id] }
