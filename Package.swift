@@ -161,7 +161,7 @@ let package = Package(
         ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a
         // seeded generator, written apart from the code they check; used by every test target.
-        .target(name: "DiffcastTestSupport", dependencies: ["DiffcastCore"], path: "Tests/DiffcastTestSupport"),
+        .target(name: "DiffcastTestSupport", dependencies: ["DiffcastCore", "DiffcastWire"], path: "Tests/DiffcastTestSupport"),
         // The real daemon for integration tests: started on a socket of its own, and a blocking
         // line client (as a script would talk to it).
         .target(name: "DiffcastTestDaemon", dependencies: ["DiffcastWire"], path: "Tests/DiffcastTestDaemon"),

@@ -1,4 +1,3 @@
-import DiffcastClient
 import DiffcastCore
 import DiffcastTestDaemon
 import DiffcastTestSupport
@@ -17,7 +16,7 @@ import Testing
         let subscriber = try Client(path: daemon.socketPath)
         let publisher = try Client(path: daemon.socketPath)
         #expect(try subscriber.request(#"subscribe feed"#)["version"]?.int == 0)
-        var mirror = CollectionMirror()
+        var mirror = StrictMirror()
         try mirror.feed(try subscriber.event())
         let writes = [
             #"{"op":"apply","collection":"feed","sections":[{"id":"today","items":[{"id":"t1","data":{"likes":1}},"t2"]},{"id":"later","items":["t3",4]}]}"#,
@@ -132,7 +131,7 @@ import Testing
         let client = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
         #expect(try client.request(#"append_sections pl {"sections":[{"id":"s"}]}"#).isOK)
         _ = try client.request("subscribe pl")
-        var mirror = CollectionMirror()
+        var mirror = StrictMirror()
         try mirror.feed(try client.event())
         let blob = String(repeating: "x", count: 200)
         var lines = ""
@@ -167,7 +166,7 @@ import Testing
         #expect(catchUps > 0, "the connection never fell behind: the test proves nothing")
         let state = try client.request("get pl")
         #expect(state["version"]?.int == Int(mirror.version ?? 0))
-        #expect(state["digest"]?.string == Digest(of: mirror.snapshot).description)
+        #expect(state["digest"]?.string == ReferenceDigest.of(mirror.state))
     }
 
     @Test func readYourWritesTheEventComesBeforeTheAcknowledgement() throws {
@@ -264,7 +263,7 @@ import Testing
         #expect(waitingVersions == waitingVersions.sorted() && !waitingVersions.contains(-1))
         #expect(pipelinedVersions == pipelinedVersions.sorted() && !pipelinedVersions.contains(-1))
         let last = UInt64(max(waitingVersions.last ?? 0, pipelinedVersions.last ?? 0))
-        var mirror = CollectionMirror()
+        var mirror = StrictMirror()
         while (mirror.version ?? 0) < last { try mirror.feed(try subscriber.event()) }
         let items = mirror.sections.first?.items.map(\.id) ?? []
         #expect(items.count == 3_300)
@@ -285,13 +284,13 @@ import Testing
         let daemon = try Daemon(arguments: ["--io-threads", "\(ioThreads)"])
         let publisher = try Client(path: daemon.socketPath)
         _ = try publisher.request(#"append_sections many {"sections":[{"id":"s"}]}"#)
-        var subscribers: [(client: Client, mirror: CollectionMirror)] = []
+        var subscribers: [(client: Client, mirror: StrictMirror)] = []
         for index in 0..<300 {
             // Every tenth reads through a small buffer: its writes are partial, and the rest of
             // each goes out later.
             let client = try Client(path: daemon.socketPath, receiveBufferBytes: index % 10 == 0 ? 4096 : nil)
             _ = try client.request("subscribe many")
-            var mirror = CollectionMirror()
+            var mirror = StrictMirror()
             try mirror.feed(try client.event())
             subscribers.append((client, mirror))
         }
@@ -326,11 +325,11 @@ import Testing
         let daemon = try Daemon(arguments: ["--io-threads", "2"])
         let publisher = try Client(path: daemon.socketPath)
         _ = try publisher.request(#"append_sections big {"sections":[{"id":"s","items":["a"]}]}"#)
-        var subscribers: [(client: Client, mirror: CollectionMirror)] = []
+        var subscribers: [(client: Client, mirror: StrictMirror)] = []
         for _ in 0..<40 {
             let client = try Client(path: daemon.socketPath)
             _ = try client.request("subscribe big")
-            var mirror = CollectionMirror()
+            var mirror = StrictMirror()
             try mirror.feed(try client.event())
             subscribers.append((client, mirror))
         }
@@ -362,7 +361,7 @@ import Testing
         _ = try slow.request("subscribe slow")
         let fast = try Client(path: daemon.socketPath)
         _ = try fast.request("subscribe slow")
-        var fastMirror = CollectionMirror()
+        var fastMirror = StrictMirror()
         let blob = String(repeating: "x", count: 2000)
         var last = 0
         for round in 0..<40 {
@@ -376,7 +375,7 @@ import Testing
             for _ in 0..<20 { last = try publisher.response()["version"]?.int ?? last }
             while (fastMirror.version ?? 0) < UInt64(last) { try fastMirror.feed(try fast.event()) }
         }
-        var slowMirror = CollectionMirror()
+        var slowMirror = StrictMirror()
         while (slowMirror.version ?? 0) < UInt64(last) { try slowMirror.feed(try slow.event()) }
         #expect(slowMirror.sections == fastMirror.sections)
         #expect(slowMirror.sections.first?.items.count == 800)
@@ -438,7 +437,7 @@ import Testing
         let daemon = try Daemon()
         let client = try Client(path: daemon.socketPath)
         let subscribed = try client.request("subscribe hist")
-        var mirror = CollectionMirror()
+        var mirror = StrictMirror()
         try mirror.feed(try client.event())
         _ = try client.request("unsubscribe hist")
         for index in 0..<5 { _ = try client.request(#"append_sections hist {"sections":[{"id":"s\#(index)"}]}"#) }

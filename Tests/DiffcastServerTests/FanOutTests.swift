@@ -1,7 +1,7 @@
-import DiffcastClient
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
+import DiffcastTestSupport
 import DiffcastWire
 import Logging
 import Testing
@@ -10,8 +10,9 @@ import Testing
 
 /// The fan-out with real connections and a real engine, and no socket: a fake loop stands in
 /// for libuv (as swift-nio tests handlers in an `EmbeddedChannel`), and "writing" a connection
-/// takes what it queued. What subscribers receive is checked by a `CollectionMirror`, which
-/// verifies every version's digest, against the engine's own `get`.
+/// takes what it queued. What subscribers receive is followed by a `StrictMirror` (the tests'
+/// own applier, move law and digest, checking every version) and compared with the engine's
+/// own `get`.
 @Suite struct FanOutTests {
     /// The loop's side: connections by id, the jobs handed to the apply queue, and a connection's
     /// queued bytes taken as the kernel would take them.
@@ -94,7 +95,7 @@ import Testing
     }
 
     /// Feeds a subscriber's event lines to its mirror; returns its answers.
-    private static func follow(_ lines: [String], into mirror: inout CollectionMirror) throws -> [String] {
+    private static func follow(_ lines: [String], into mirror: inout StrictMirror) throws -> [String] {
         var answers: [String] = []
         for line in lines {
             if isEvent(line) {
@@ -130,7 +131,7 @@ import Testing
         try loop.send([#"delete_items c {"items":["b"]}"#], on: writer)
         let held = try Self.heldByEngine(loop, "c")
         for subscriber in [first, second] {
-            var mirror = CollectionMirror()
+            var mirror = StrictMirror()
             let answers = try Self.follow(loop.written(subscriber), into: &mirror)
             #expect(answers.count == 1 && answers[0].contains(#""op":"subscribe""#))
             #expect(mirror.sections == held)
@@ -199,8 +200,8 @@ import Testing
         try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#], on: writer)
         try loop.send(["subscribe c"], on: slow)
         try loop.send(["subscribe c"], on: quick)
-        var slowMirror = CollectionMirror()
-        var quickMirror = CollectionMirror()
+        var slowMirror = StrictMirror()
+        var quickMirror = StrictMirror()
         _ = try Self.follow(loop.written(slow), into: &slowMirror)
         for index in 0..<20 {
             try loop.send(
@@ -237,7 +238,7 @@ import Testing
         let writer = loop.open(3)
         try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#], on: writer)
         try loop.send(["subscribe c"], on: slow)
-        var slowMirror = CollectionMirror()
+        var slowMirror = StrictMirror()
         _ = try Self.follow(loop.written(slow), into: &slowMirror)
         let item = { (index: Int) in
             #"append_items c {"items":[{"id":"i\#(index)","data":"\#(String(repeating: "x", count: 40))"}]}"#
