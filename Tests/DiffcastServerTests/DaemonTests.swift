@@ -145,7 +145,16 @@ import Testing
         let pipelined = Array(lines.utf8)
         let sender = Thread { try? client.sendRaw(pipelined) }
         sender.start()
-        Thread.sleep(forTimeInterval: 0.5)
+        // Not reading until the daemon stops reading this connection (its unsent bytes are past
+        // the limit, so its subscription is behind): the count of writes applied stands still.
+        let observer = try Client(path: daemon.socketPath)
+        var counts: [Int] = []
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            counts.append(try observer.request("stats")["writes_applied"]?.int ?? 0)
+            if counts.count >= 4, counts.suffix(4).allSatisfy({ $0 == counts.last }), counts.last ?? 0 > 100 { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
         var responses = 0
         var early = 0
         var catchUps = 0
