@@ -33,8 +33,14 @@ import Testing
     }
 
     @Test func metricsFollowWhatTheDaemonDid() throws {
-        let port = Int.random(in: 20_000..<32_000)
-        let daemon = try Daemon(arguments: ["--metrics", "127.0.0.1:\(port)"])
+        // A random port may be taken by another process: a daemon that cannot listen exits, and
+        // another port is tried.
+        var started: (daemon: Daemon, port: Int)?
+        for _ in 0..<8 where started == nil {
+            let port = Int.random(in: 20_000..<32_000)
+            if let daemon = try? Daemon(arguments: ["--metrics", "127.0.0.1:\(port)"]) { started = (daemon, port) }
+        }
+        let (daemon, port) = try #require(started, "no free port for the metrics listener in 8 tries")
         let subscriber = try Client(path: daemon.socketPath)
         _ = try subscriber.request("subscribe m")
         let writer = try Client(path: daemon.socketPath)

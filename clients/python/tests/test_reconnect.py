@@ -99,6 +99,7 @@ def test_a_follower_gives_up_after_reconnect_for(daemon):
     started = time.monotonic()
     with pytest.raises(CannotConnect) as error:
         next(follow)
-    assert 0.4 < time.monotonic() - started < 3
+    # It retried for its half second, and then gave up (a loaded machine may take a while more).
+    assert 0.4 < time.monotonic() - started < 15
     assert error.value.endpoint == daemon.socket_path
 
