@@ -71,6 +71,10 @@ struct Diffcastd: ParsableCommand {
     var coalesceWindowMs: Int?
 
     @Option(
+        help: "Milliseconds an SSE or WebSocket stream's events may wait to be written together (0: at once).")
+    var streamLingerMs: Int?
+
+    @Option(
         help: "Threads that write to subscribers together: the loop and io_threads - 1 helpers (1: the loop alone).")
     var ioThreads: Int?
 
@@ -272,6 +276,7 @@ struct Diffcastd: ParsableCommand {
         if let maxUnsentBytes { settings.maxUnsentBytes = maxUnsentBytes }
         if let slowSubscriberPolicy { settings.slowSubscriberPolicy = slowSubscriberPolicy }
         if let coalesceWindowMs { settings.coalesceWindowMs = coalesceWindowMs }
+        if let streamLingerMs { settings.streamLingerMs = streamLingerMs }
         if let ioThreads { settings.ioThreads = ioThreads }
         if let historyVersions { settings.historyVersions = historyVersions }
         if let stateDir { settings.stateDir = stateDir }
