@@ -45,11 +45,14 @@ final class Connection: TurnTaking {
     var isDirty = false
     private(set) var phase = Phase.reading
 
-    let isTCP: Bool
+    /// Where it arrived: how it is read, and who it may be.
+    let endpoint: Endpoint
+    /// Over TCP (`--tcp`, `--http`, `--metrics`), not the Unix socket.
+    var isTCP: Bool { endpoint.isTCP }
 
-    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, isTCP: Bool) {
+    init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, endpoint: Endpoint) {
         self.id = id
-        self.isTCP = isTCP
+        self.endpoint = endpoint
         self.handle = handle
         self.framer = LineFramer(maximumLineBytes: maximumLineBytes)
     }

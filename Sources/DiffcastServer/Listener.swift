@@ -34,15 +34,27 @@ enum Listener {
         return try listen(handle, bound: bound, describedAs: "socket \(path)", server: server)
     }
 
-    /// What a TCP listener's clients are: protocol clients, or metrics scrapers.
-    enum Purpose: UInt {
-        case clients = 0
-        case metrics = 1
-        case http = 2
+    /// The tag of a listening handle: which endpoint its connections arrive at. Line clients
+    /// (the socket, `--tcp`, systemd's sockets) carry none; the stream's type tells those apart.
+    private static func tag(of endpoint: Endpoint) -> UInt {
+        switch endpoint {
+        case .socket, .tcp: 0
+        case .metrics: 1
+        case .http: 2
+        }
     }
 
-    /// A TCP listener on `host:port` (IPv4 or IPv6 literal).
-    static func tcp(address: String, server: Server, purpose: Purpose = .clients) throws -> UnsafeMutableRawPointer {
+    private static func endpoint(tag: UInt, type: uv_handle_type) -> Endpoint {
+        switch tag {
+        case Self.tag(of: .metrics): .metrics
+        case Self.tag(of: .http): .http
+        default: type == UV_TCP ? .tcp : .socket
+        }
+    }
+
+    /// A TCP listener on `host:port` (IPv4 or IPv6 literal) for `endpoint` (`.tcp`, `.http` or
+    /// `.metrics`).
+    static func tcp(address: String, server: Server, endpoint: Endpoint = .tcp) throws -> UnsafeMutableRawPointer {
         guard let colon = address.lastIndex(of: ":"), let port = Int32(address[address.index(after: colon)...]) else {
             throw ServerError.badAddress(address)
         }
@@ -60,13 +72,15 @@ enum Listener {
                 uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
             }
         }
-        // The purpose rides in the listening handle's data (connections use theirs for their id).
-        LoopHandles.setTag(purpose.rawValue, of: handle)
-        return try listen(
-            handle, bound: bound,
-            describedAs: purpose == .metrics
-                ? "metrics http://\(address)/metrics" : purpose == .http ? "http://\(address)/" : "tcp \(address)",
-            server: server)
+        // The endpoint rides in the listening handle's data (connections use theirs for their id).
+        LoopHandles.setTag(tag(of: endpoint), of: handle)
+        let description =
+            switch endpoint {
+            case .metrics: "metrics http://\(address)/metrics"
+            case .http: "http://\(address)/"
+            case .socket, .tcp: "tcp \(address)"
+            }
+        return try listen(handle, bound: bound, describedAs: description, server: server)
     }
 
     /// A listening socket inherited from systemd's socket activation (Unix or TCP).
@@ -154,11 +168,6 @@ enum Listener {
             LoopHandles.close(client)
             return
         }
-        let purpose = Purpose(rawValue: LoopHandles.tag(of: UnsafeMutableRawPointer(stream))) ?? .clients
-        switch purpose {
-        case .clients: server.accept(client, isTCP: type == UV_TCP)
-        case .http: server.accept(client, isTCP: true, http: .api)
-        case .metrics: server.accept(client, isTCP: true, http: .metrics)
-        }
+        server.accept(client, at: endpoint(tag: LoopHandles.tag(of: UnsafeMutableRawPointer(stream)), type: type))
     }
 }

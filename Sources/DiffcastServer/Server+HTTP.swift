@@ -207,9 +207,3 @@ extension Server {
         flushDirty()
     }
 }
-
-/// What an HTTP connection serves: the front end (`--http`), or the metrics alone (`--metrics`).
-enum HTTPRole {
-    case api
-    case metrics
-}

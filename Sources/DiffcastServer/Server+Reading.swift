@@ -12,23 +12,24 @@ import Logging
 extension Server {
     // MARK: - Connections
 
-    /// Takes an accepted stream: a line client, or with `http` one of the HTTP front end (`.api`)
-    /// or of the metrics listener (`.metrics`).
-    func accept(_ handle: UnsafeMutableRawPointer, isTCP: Bool, http: HTTPRole? = nil) {
+    /// Takes a stream accepted at `endpoint`: a line client (the socket, `--tcp`), one of the
+    /// HTTP front end, or a metrics scraper.
+    func accept(_ handle: UnsafeMutableRawPointer, at endpoint: Endpoint) {
         lastConnectionID += 1
-        if http != .metrics {
+        if endpoint != .metrics {
             // A scrape is no client: the counts say what clients did.
             counters.connectionsAccepted += 1
         }
-        logger.debug("connection accepted", metadata: ["connection": "\(lastConnectionID)", "tcp": "\(isTCP)"])
+        logger.debug(
+            "connection accepted", metadata: ["connection": "\(lastConnectionID)", "endpoint": "\(endpoint)"])
         let connection = Connection(
-            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes, isTCP: isTCP)
-        connection.peer = isTCP ? nil : PeerCredentials(stream: handle)
+            id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes, endpoint: endpoint)
+        connection.peer = endpoint.isTCP ? nil : PeerCredentials(stream: handle)
         connection.peerAddress = peerAddress(of: connection)
         connection.holder = Holder(initialCredential(of: connection), anonymous: configuration.anonymousRights)
-        if let http {
+        if endpoint.isHTTP {
             connection.transport = .http(
-                HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: http == .metrics))
+                HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: endpoint == .metrics))
         }
         connections[connection.id] = connection
         LoopHandles.setTag(UInt(connection.id), of: handle)

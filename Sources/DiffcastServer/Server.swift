@@ -180,7 +180,7 @@ public final class Server {
                 listeners.append(try Listener.tcp(address: address, server: self))
             }
             if let address = configuration.httpAddress {
-                listeners.append(try Listener.tcp(address: address, server: self, purpose: .http))
+                listeners.append(try Listener.tcp(address: address, server: self, endpoint: .http))
             }
             if let metrics, let address = configuration.metricsAddress {
                 refreshMetricGauges = { [unowned self] in
@@ -191,7 +191,7 @@ public final class Server {
                     reportedTotals = totals
                     if let backbone { metrics.backboneLogBehind.set(Int64(clamping: backbone.logBehind)) }
                 }
-                listeners.append(try Listener.tcp(address: address, server: self, purpose: .metrics))
+                listeners.append(try Listener.tcp(address: address, server: self, endpoint: .metrics))
             }
             try startHousekeeping()
         } catch {

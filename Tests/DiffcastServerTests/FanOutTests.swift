@@ -39,7 +39,7 @@ import Testing
         func open(_ id: ConnectionID) -> Connection {
             let connection = Connection(
                 id: id, handle: UnsafeMutableRawPointer.allocate(byteCount: 8, alignment: 8), maximumLineBytes: 1 << 20,
-                isTCP: false)
+                endpoint: .socket)
             connections[id] = connection
             return connection
         }
