@@ -38,7 +38,7 @@ extension ApplyEngine {
             }
             // A logged batch follows the version before it; the history (and a checkpoint made
             // from it) must never hold a version twice (found by the wal_file fuzz target).
-            guard version > 0, version - 1 == state.version else {
+            guard state.isFollowed(byBatchAt: version) else {
                 throw RecoveryError.inconsistent(
                     "a batch for '\(name)' at version \(version), which does not follow \(state.version)")
             }

@@ -10,7 +10,7 @@ extension ApplyEngine {
     /// follow the collection's current version (so a batch at version 0 never fits).
     public func fits(_ records: [LogRecord]) -> Bool {
         guard case .batch(let name, let version, _) = records.first else { return true }
-        return version > 0 && existing(name)?.version == version - 1
+        return existing(name)?.isFollowed(byBatchAt: version) == true
     }
 
     /// Takes a collection's state from a snapshot of the shared log (the messages before it
@@ -73,7 +73,7 @@ extension ApplyEngine {
                 droppedCollections = true
                 outcomes.append(.dropped(collection: name))
             case .batch(let name, let version, let writes):
-                guard let state = existing(name), version > 0, version - 1 == state.version else {
+                guard let state = existing(name), state.isFollowed(byBatchAt: version) else {
                     logger?.error(
                         "shared log: a batch that does not fit",
                         metadata: ["collection": "\(name)", "version": "\(version)"])

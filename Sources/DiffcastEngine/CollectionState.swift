@@ -12,6 +12,12 @@ final class CollectionState {
     /// The version published last: the document's snapshot, or the open batch's base while
     /// writes wait to be published.
     private(set) var version: UInt64 = 0
+
+    /// Whether a logged batch that made `batchVersion` follows the version held: the one rule
+    /// that recovery, the shared log and its followers apply to every batch they replay.
+    func isFollowed(byBatchAt batchVersion: UInt64) -> Bool {
+        batchVersion > 0 && batchVersion - 1 == version
+    }
     /// False until a write succeeds or a subscriber names it: a rejected first write leaves no
     /// collection behind.
     var exists = false
