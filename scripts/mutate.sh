@@ -164,8 +164,15 @@ all_python=$(echo "$mutants" | cut -d'|' -f5- | python_suites)
 [ -z "$all_filters" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel \
   --filter "$all_filters" >>"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
+# Each Python suite runs in a pytest of its own: their conftest modules share one name.
+run_python() {
+  local suite
+  for suite in "$@"; do
+    (cd "$scratch/src" && python3 -m pytest -q -x -p no:cacheprovider "$suite") || return 1
+  done
+}
 # shellcheck disable=SC2086
-[ -z "$all_python" ] || (cd "$scratch/src" && python3 -m pytest -q -p no:cacheprovider $all_python >>"$scratch/baseline.log" 2>&1) \
+run_python $all_python >>"$scratch/baseline.log" 2>&1 \
   || { echo "the unmutated copy fails its Python suites (see $scratch/baseline.log)"; exit 1; }
 
 killed=0
@@ -190,7 +197,7 @@ PY
     printf '%-32s %s\n' "$name" "killed by the compiler (see $log)"
     killed=$((killed + 1))
   elif { [ -z "$filter" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); } \
-    && { [ -z "$suites" ] || (cd "$scratch/src" && python3 -m pytest -q -x -p no:cacheprovider $suites >>"$log" 2>&1); }; then
+    && run_python $suites >>"$log" 2>&1; then
     printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
     survived=$((survived + 1))
   else
