@@ -223,6 +223,51 @@ def test_websocket_messages_are_protocol_lines_with_read_your_writes(http_daemon
     connection.close()
 
 
+def test_a_websocket_upgrade_after_pipelined_requests_is_refused_once_they_are_answered(http_daemon):
+    write(http_daemon, 'append_sections piped {"sections":[{"id":"s"}]}')
+    upgrade = (b"GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", http_daemon.port), timeout=10) as raw:
+        # Two requests and an upgrade in one write, as a pipelining client sends them.
+        line = b'append_items piped {"items":["first"]}\n'
+        raw.sendall(
+            b"GET /v1/collections/piped HTTP/1.1\r\nHost: x\r\n\r\n"
+            + f"POST /v1/requests HTTP/1.1\r\nHost: x\r\nContent-Length: {len(line)}\r\n\r\n".encode() + line
+            + upgrade)
+        reader = raw.makefile("rb")
+
+        def response():
+            status = int(reader.readline().split()[1])
+            headers = {}
+            while (line := reader.readline().decode().rstrip("\r\n")):
+                name, value = line.split(":", 1)
+                headers[name.lower()] = value.strip()
+            if headers.get("transfer-encoding") != "chunked":
+                return status, headers, reader.read(int(headers.get("content-length", "0")))
+            body = b""
+            while (size := int(reader.readline().strip(), 16)):
+                body += reader.read(size)
+                reader.readline()
+            reader.readline()
+            return status, headers, body
+
+        # The requests before it are answered, in order ...
+        status, _, body = response()
+        assert status == 200 and json.loads(body)["version"] == 1
+        status, _, body = response()
+        assert status == 200 and json.loads(body)["version"] == 2
+        # ... then the upgrade is refused, saying why, and the connection ends.
+        status, headers, body = response()
+        assert status == 400 and headers["connection"] == "close"
+        assert json.loads(body)["error"]["message"] == "an event stream or a WebSocket must not follow pipelined requests"
+        assert reader.read() == b""
+    # On a connection of its own, the same upgrade is taken.
+    with socket.create_connection(("127.0.0.1", http_daemon.port), timeout=10) as raw:
+        raw.sendall(upgrade)
+        head = raw.makefile("rb").readline()
+        assert head.startswith(b"HTTP/1.1 101 "), head
+
+
 def test_the_token_and_the_origins_are_checked():
     with HTTPDaemon(["--tcp-token", "s3cret", "--http-origins", "https://app.example"]) as daemon:
         status, headers, answer = daemon.call("GET", "/v1/collections")
