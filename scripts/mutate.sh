@@ -63,7 +63,7 @@ parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|  
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|            for connection in slice { write(connection) }|            for connection in slice.dropLast() { write(connection) }|DaemonTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests
 socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests
-history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            earlierItems -= extras.earlier[dropped].snapshot.itemCount|            _ = extras.earlier[dropped]|ApplyEngineTests|DaemonTests
+history-total-only-grows|Sources/DiffcastEngine/CollectionState.swift|            earlierItems -= historyAndWindows.earlier[dropped].snapshot.itemCount|            _ = historyAndWindows.earlier[dropped]|ApplyEngineTests|DaemonTests
 history-items-leave-out-current|Sources/DiffcastEngine/CollectionState.swift|earlierItems + currentItems > historyLimits.items|earlierItems > historyLimits.items|ApplyEngineTests
 history-entry-misnumbered|Sources/DiffcastEngine/CollectionState.swift|        keep(previous, as: version)\n|        keep(previous, as: newVersion)\n|ApplyEngineTests
 empty-start-outlives-its-drop|Sources/DiffcastEngine/CollectionState.swift|        if version == 0, keepsEmptyStart { return Snapshot() }|        if version == 0 { return Snapshot() }|ApplyEngineTests
@@ -101,10 +101,10 @@ window-anchor-passes-backwards-first|Sources/DiffcastCore/Window.swift|         
 window-marks-ignored|Sources/DiffcastCore/Window.swift|marksMayTouch(marks, document, newRange) else { return nil }|Bool(false) else { return nil }|WindowTests
 window-whole-chunk-digest-skipped|Sources/DiffcastCore/Window.swift|                    part.append(current.digest)|                    part.append(.empty)|WindowTests
 window-touched-item-ignored|Sources/DiffcastCore/Window.swift|            let inside = touched.contains { range.lower <= $0 && $0 < range.upper }|            let inside = touched.isEmpty|WindowTests
-window-undo-forgotten|Sources/DiffcastEngine/CollectionState.swift|            extras.windows = saved.windows\n|\n|ApplyEngineTests
+window-undo-forgotten|Sources/DiffcastEngine/CollectionState.swift|            historyAndWindows.windows = saved.windows\n|\n|ApplyEngineTests
 window-group-per-subscriber|Sources/DiffcastEngine/WindowGroups.swift|        if let existing = tables.byKey[tracker.key], tables.groups[existing] != nil {|        if Bool(false), let existing = tables.byKey[tracker.key] {|ApplyEngineTests
 window-catch-up-from-current-view|Sources/DiffcastEngine/ApplyEngine+Subscriptions.swift|        if let old = snapshot(of: state, at: since)?.view(range) {|        if let old = Optional(tracker.view) {|ApplyEngineTests
-poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.fits(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
+poison-log-message-applied|Sources/DiffcastEngine/SharedLogApplier.swift|            guard engine.followsHeldVersion(message.records) else {|            guard Bool(true) else {|SharedLogApplierTests
 skipped-log-message-keeps-position|Sources/DiffcastEngine/SharedLogApplier.swift|            defer { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) }|            defer { if !message.records.isEmpty { logPosition[name] = max(logPosition[name] ?? 0, message.sequence) } }|SharedLogApplierTests
 forged-snapshot-adopted|Sources/DiffcastEngine/SharedLogApplier.swift|        guard snapshot.logSequence <= logEnd else {|        guard Bool(true) else {|SharedLogApplierTests
 forwarded-answer-holds-back|Sources/DiffcastEngine/SharedLogApplier+Forwarding.swift|version: logHoldsTheAnswer ? min(version, held) : version)|version: version)|SharedLogApplierTests

@@ -7,8 +7,8 @@ extension ApplyEngine {
     // MARK: - Following a shared log
 
     /// Whether a shared-log message can be applied to what this daemon holds: a batch must
-    /// follow the collection's current version (so a batch at version 0 never fits).
-    public func fits(_ records: [LogRecord]) -> Bool {
+    /// follow the collection's current version (so a batch at version 0 never does).
+    public func followsHeldVersion(_ records: [LogRecord]) -> Bool {
         guard case .batch(let name, let version, _) = records.first else { return true }
         return existing(name)?.isFollowed(byBatchAt: version) == true
     }

@@ -9,7 +9,7 @@ extension ApplyEngine {
     func subscribe(
         _ name: String, since: UInt64?, epoch: String?, _ request: Request, _ address: ResponseAddress
     ) {
-        touch(name)
+        rememberBeforeChange(name)
         let state = state(for: name)
         materialize(state)
         state.windows.leave(address.connection)
@@ -77,7 +77,7 @@ extension ApplyEngine {
         } catch {
             return fail(request, address, existing(name) == nil ? .inMissingCollection(name, error) : error)
         }
-        touch(name)
+        rememberBeforeChange(name)
         let state = state(for: name)
         materialize(state)
         var join: WindowJoin?

@@ -11,7 +11,7 @@ extension ApplyEngine {
             statistics.writesRejected += 1
             return fail(request, address, .limitExceeded("max_collections (\(limits.collections)) collections exist"))
         }
-        touch(name)
+        rememberBeforeChange(name)
         let state = found ?? state(for: name)
         let most = operation.mostItemsAfter(current: state.document.itemCount)
         if most > limits.itemsPerCollection {

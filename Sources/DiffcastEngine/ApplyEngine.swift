@@ -120,7 +120,7 @@ public final class ApplyEngine {
     }
 
     /// Remembers how a collection was before the current batch first changes it.
-    func touch(_ name: String) {
+    func rememberBeforeChange(_ name: String) {
         guard journals, undo[name] == nil else { return }
         undo[name] = .some(collections[name]?.save())
     }
@@ -166,7 +166,7 @@ public final class ApplyEngine {
             guard existing(name) != nil else {
                 return fail(request, address, .unknownCollection(name))
             }
-            touch(name)
+            rememberBeforeChange(name)
             collections[name] = nil
             droppedCollections = true
             journal(.drop(collection: name))

@@ -32,9 +32,9 @@ final class CollectionState {
     /// What a collection holds once it has an earlier version past the empty start, or a
     /// windowed subscriber: in a box made then, so that an idle collection holds 8 bytes for it
     /// rather than 24 (its object then fits a 160-byte chunk).
-    private var extras: Extras?
+    private var historyAndWindows: HistoryAndWindows?
 
-    private final class Extras {
+    private final class HistoryAndWindows {
         /// Earlier versions, oldest first, past the empty start. The version published last is
         /// not among them: the document (or the open batch's base) holds it. An idle collection
         /// that took one write thus keeps no array at all.
@@ -46,28 +46,28 @@ final class CollectionState {
         var windows = WindowGroups()
     }
 
-    private var earlier: VersionHistory { extras?.earlier ?? [] }
-    private var earlierItems: Int { extras?.earlierItems ?? 0 }
+    private var earlier: VersionHistory { historyAndWindows?.earlier ?? [] }
+    private var earlierItems: Int { historyAndWindows?.earlierItems ?? 0 }
 
     /// The box, made when there is none.
-    private var madeExtras: Extras {
-        if let extras { return extras }
-        let made = Extras()
-        extras = made
+    private var historyAndWindowsBox: HistoryAndWindows {
+        if let historyAndWindows { return historyAndWindows }
+        let made = HistoryAndWindows()
+        historyAndWindows = made
         return made
     }
 
     /// The windows its windowed subscribers hold. Changing them makes the box only when a
     /// window is left (a subscription's end calls `leave` on every collection it named).
     var windows: WindowGroups {
-        get { extras?.windows ?? WindowGroups() }
+        get { historyAndWindows?.windows ?? WindowGroups() }
         _modify {
-            if let extras {
-                yield &extras.windows
+            if let historyAndWindows {
+                yield &historyAndWindows.windows
             } else {
                 var windows = WindowGroups()
                 yield &windows
-                if !windows.isEmpty { madeExtras.windows = windows }
+                if !windows.isEmpty { historyAndWindowsBox.windows = windows }
             }
         }
     }
@@ -106,9 +106,9 @@ final class CollectionState {
             keepsEmptyStart = true
             return
         }
-        let extras = madeExtras
-        extras.earlier.append((version, snapshot))
-        extras.earlierItems += snapshot.itemCount
+        let historyAndWindows = historyAndWindowsBox
+        historyAndWindows.earlier.append((version, snapshot))
+        historyAndWindows.earlierItems += snapshot.itemCount
     }
 
     /// Drops the oldest earlier versions past the limits (the engine's, passed in rather than
@@ -117,7 +117,7 @@ final class CollectionState {
     private func forgetOldest(within historyLimits: HistoryLimits) {
         let currentItems = document.itemCount
         // Read in the box, not copied out: a copy would make the removal below copy the array.
-        let earlierCount = extras?.earlier.count ?? 0
+        let earlierCount = historyAndWindows?.earlier.count ?? 0
         var earlierItems = self.earlierItems
         var kept: Int { earlierCount + (keepsEmptyStart ? 1 : 0) + 1 }
         var dropped = 0
@@ -128,13 +128,13 @@ final class CollectionState {
                 keepsEmptyStart = false
                 continue
             }
-            guard let extras else { break }
-            earlierItems -= extras.earlier[dropped].snapshot.itemCount
+            guard let historyAndWindows else { break }
+            earlierItems -= historyAndWindows.earlier[dropped].snapshot.itemCount
             dropped += 1
         }
-        guard dropped > 0, let extras else { return }
-        extras.earlier.removeFirst(dropped)
-        extras.earlierItems = earlierItems
+        guard dropped > 0, let historyAndWindows else { return }
+        historyAndWindows.earlier.removeFirst(dropped)
+        historyAndWindows.earlierItems = earlierItems
     }
 
     /// The snapshot of `version`, when it is kept, with no batch open: the document then holds
@@ -172,12 +172,12 @@ final class CollectionState {
         exists = saved.exists
         keepsEmptyStart = saved.keepsEmptyStart
         if saved.earlier.isEmpty && saved.windows.isEmpty {
-            extras = nil
+            historyAndWindows = nil
         } else {
-            let extras = madeExtras
-            extras.earlier = saved.earlier
-            extras.earlierItems = saved.earlier.reduce(0) { $0 + $1.snapshot.itemCount }
-            extras.windows = saved.windows
+            let historyAndWindows = historyAndWindowsBox
+            historyAndWindows.earlier = saved.earlier
+            historyAndWindows.earlierItems = saved.earlier.reduce(0) { $0 + $1.snapshot.itemCount }
+            historyAndWindows.windows = saved.windows
         }
     }
 

@@ -146,7 +146,7 @@ public final class SharedLogApplier {
                 appliedThrough = message.sequence
                 continue
             }
-            if !message.records.isEmpty, !engine.fits(message.records), !recoverFromSnapshot(of: name) {
+            if !message.records.isEmpty, !engine.followsHeldVersion(message.records), !recoverFromSnapshot(of: name) {
                 waiting = Array(messages[index...])
                 return
             }
@@ -157,7 +157,7 @@ public final class SharedLogApplier {
                 continue
             }
             guard !reflects(message.sequence, of: name) else { continue }
-            guard engine.fits(message.records) else {
+            guard engine.followsHeldVersion(message.records) else {
                 let held = engine.position(of: name).map { "version \($0.version)" } ?? "nothing"
                 skip(message, because: "its batch does not follow \(held) of '\(name)'")
                 continue
