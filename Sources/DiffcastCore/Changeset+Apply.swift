@@ -17,7 +17,21 @@ extension Changeset {
     ///   section; not to the items the collection holds.
     public func apply(to state: Snapshot) throws(ChangesetMismatch) -> Snapshot {
         var sectionsNow = state.sections
-        // 1. Items out at old coordinates, moved ones kept by identifier.
+        let movedItems = try takeItemsOut(of: &sectionsNow)
+        let movedSections = try takeSectionsOut(of: &sectionsNow)
+        try putSectionsIn(&sectionsNow, moved: movedSections)
+        try putItemsIn(&sectionsNow, moved: movedItems)
+        try setData(in: &sectionsNow)
+        // The result is no longer vouched for by the revisions its sections had.
+        for index in sectionsNow.indices {
+            sectionsNow[index].structureRevision = .unknown
+            sectionsNow[index].contentRevision = .unknown
+        }
+        return Snapshot(uncheckedSections: sectionsNow)
+    }
+
+    /// Step 1 of the algorithm: Items out at old coordinates; returns the moved ones by identifier.
+    private func takeItemsOut(of sectionsNow: inout [Section]) throws(ChangesetMismatch) -> [Identifier: Item] {
         var removals: [Int: [(position: Int, id: Identifier)]] = [:]
         var movedItems: [Identifier: Item] = [:]
         for deletion in items.deleted {
@@ -47,7 +61,11 @@ extension Changeset {
                 for entry in descending { sectionsNow[section].items.remove(at: entry.position) }
             }
         }
-        // 2. Sections out at old indices, moved ones kept with their remaining items.
+        return movedItems
+    }
+
+    /// Step 2 of the algorithm: Sections out at old indices; returns the moved ones, with the items they still hold.
+    private func takeSectionsOut(of sectionsNow: inout [Section]) throws(ChangesetMismatch) -> [Identifier: Section] {
         var removedSections = Set<Int>()
         var movedSections: [Identifier: Section] = [:]
         for deletion in sections.deleted {
@@ -67,7 +85,13 @@ extension Changeset {
             throw ChangesetMismatch("a section is taken out twice")
         }
         sectionsNow = sectionsNow.enumerated().filter { !removedSections.contains($0.offset) }.map(\.element)
-        // 3. Sections in at new indices, ascending.
+        return movedSections
+    }
+
+    /// Step 3 of the algorithm: Sections in at new indices, ascending.
+    private func putSectionsIn(_ sectionsNow: inout [Section], moved movedSections: [Identifier: Section])
+        throws(ChangesetMismatch)
+    {
         var sectionArrivals = sections.inserted.map { ($0.at, Section(id: $0.id, data: $0.data)) }
         for move in sections.moved {
             guard let section = movedSections[move.id] else { continue }
@@ -79,8 +103,12 @@ extension Changeset {
             }
             sectionsNow.insert(section, at: index)
         }
-        // 4. Items in at new coordinates, ascending by section then index; runs of consecutive
-        //    positions go in together.
+    }
+
+    /// Step 4 of the algorithm: Items in at new coordinates, ascending by section then index; runs of consecutive
+    /// positions go in together.
+    private func putItemsIn(_ sectionsNow: inout [Section], moved: [Identifier: Item]) throws(ChangesetMismatch) {
+        var movedItems = moved
         var itemArrivals = items.inserted.map { ($0.at, Item(id: $0.id, data: $0.data)) }
         for move in items.moved {
             guard let item = movedItems.removeValue(forKey: move.id) else {
@@ -110,7 +138,10 @@ extension Changeset {
                 contentsOf: itemArrivals[run..<end].map(\.1), at: start.item)
             run = end
         }
-        // 5. Data.
+    }
+
+    /// Step 5 of the algorithm: Data: updates set it; reloads name what is there.
+    private func setData(in sectionsNow: inout [Section]) throws(ChangesetMismatch) {
         for update in sections.updated {
             guard sectionsNow.indices.contains(update.at), sectionsNow[update.at].id == update.id else {
                 throw ChangesetMismatch("sections.updated \(update.at) does not hold '\(update.id)'")
@@ -135,12 +166,6 @@ extension Changeset {
                 throw ChangesetMismatch("items.reloaded \(reload.at) holds '\(item.id)', not '\(reload.id)'")
             }
         }
-        // The result is no longer vouched for by the revisions its sections had.
-        for index in sectionsNow.indices {
-            sectionsNow[index].structureRevision = .unknown
-            sectionsNow[index].contentRevision = .unknown
-        }
-        return Snapshot(uncheckedSections: sectionsNow)
     }
 
     private static let removalsOneByOne = 16
