@@ -8,10 +8,10 @@ public struct ChangesetMismatch: Error, Hashable, Sendable, CustomStringConverti
 }
 
 extension Changeset {
-    /// SPEC.md's normative client algorithm: turns the state a changeset was computed from into
-    /// the state it leads to, or throws where the changeset does not fit. On chunked item lists,
-    /// so it costs what the changeset lists (times the chunk table of a touched section), not
-    /// what the collection holds.
+    /// SPEC.md's normative client algorithm, in its five steps: turns the state a changeset was
+    /// computed from into the state it leads to, or throws where the changeset does not fit. On
+    /// chunked item lists, so it costs what the changeset lists (times the chunk table of a
+    /// touched section), not what the collection holds.
     ///
     /// - Complexity: proportional to the changes listed, plus the chunk table of each touched
     ///   section; not to the items the collection holds.
@@ -30,7 +30,7 @@ extension Changeset {
         return Snapshot(uncheckedSections: sectionsNow)
     }
 
-    /// Step 1 of the algorithm: items out at old coordinates; returns the moved ones by identifier.
+    /// Step 1: items out at old coordinates; returns the moved ones by identifier.
     private func takeItemsOut(of sectionsNow: inout [Section]) throws(ChangesetMismatch) -> [Identifier: Item] {
         var removals: [Int: [(position: Int, id: Identifier)]] = [:]
         var movedItems: [Identifier: Item] = [:]
@@ -64,7 +64,7 @@ extension Changeset {
         return movedItems
     }
 
-    /// Step 2 of the algorithm: sections out at old indices; returns the moved ones, with the items they still hold.
+    /// Step 2: sections out at old indices; returns the moved ones, with the items they still hold.
     private func takeSectionsOut(of sectionsNow: inout [Section]) throws(ChangesetMismatch) -> [Identifier: Section] {
         var removedSections = Set<Int>()
         var movedSections: [Identifier: Section] = [:]
@@ -88,7 +88,7 @@ extension Changeset {
         return movedSections
     }
 
-    /// Step 3 of the algorithm: sections in at new indices, ascending.
+    /// Step 3: sections in at new indices, ascending.
     private func putSectionsIn(_ sectionsNow: inout [Section], moved movedSections: [Identifier: Section])
         throws(ChangesetMismatch)
     {
@@ -105,7 +105,7 @@ extension Changeset {
         }
     }
 
-    /// Step 4 of the algorithm: items in at new coordinates, ascending by section then index; runs of consecutive
+    /// Step 4: items in at new coordinates, ascending by section then index; runs of consecutive
     /// positions go in together.
     private func putItemsIn(_ sectionsNow: inout [Section], moved: [Identifier: Item]) throws(ChangesetMismatch) {
         var movedItems = moved
@@ -140,7 +140,7 @@ extension Changeset {
         }
     }
 
-    /// Step 5 of the algorithm: data: updates set it; reloads name what is there.
+    /// Step 5: data, which updates set and reloads only name.
     private func setData(in sectionsNow: inout [Section]) throws(ChangesetMismatch) {
         for update in sections.updated {
             guard sectionsNow.indices.contains(update.at), sectionsNow[update.at].id == update.id else {
