@@ -264,6 +264,11 @@ public func checkStrictly(
     guard applied == new else {
         throw OracleViolation("applying the changeset gives another state than the new one")
     }
+    try checkMoves(changeset, from: old, to: new)
+}
+
+/// Checks that a changeset from `old` to `new` lists no more moves than `MoveLaw` allows.
+public func checkMoves(_ changeset: Changeset, from old: PlainState, to new: PlainState) throws {
     let expected = MoveLaw.expectedMoves(from: old, to: new)
     guard changeset.sections.moved.count == expected.sections, changeset.items.moved.count == expected.items else {
         throw OracleViolation(

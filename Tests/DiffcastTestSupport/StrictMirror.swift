@@ -35,7 +35,7 @@ public struct StrictMirror {
                 throw OracleViolation("a changeset from \(from) to \(version), but version \(held) is held")
             }
             let next = try StrictApplier.apply(changeset, to: state)
-            try checkStrictly(changeset, from: state, to: next)
+            try checkMoves(changeset, from: state, to: next)
             try Self.check(digest, of: next, at: version)
             state = next
             self.version = version
