@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine", "DiffcastAccess",
+                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine", "DiffcastAccess", "CEpoll",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"
@@ -154,6 +154,8 @@ let package = Package(
         // Allocations per version (`make bench BENCH=allocations`), counted by a malloc family
         // that stands in front of glibc's in this executable only.
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
+        // epoll for the fan-out benchmark's reader (Glibc's module leaves it out).
+        .systemLibrary(name: "CEpoll", path: "Benchmarks/CEpoll"),
         .executableTarget(
             name: "DiffcastAllocations",
             dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastCore", "DiffcastEngine", "DiffcastWire"],

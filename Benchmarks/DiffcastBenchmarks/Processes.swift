@@ -17,7 +17,12 @@ final class ServerProcess: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        // DIFFCAST_BENCH_SERVER_LOG names a file to take the servers' standard error.
+        process.standardError =
+            ProcessInfo.processInfo.environment["DIFFCAST_BENCH_SERVER_LOG"].flatMap {
+                FileManager.default.createFile(atPath: $0, contents: nil)
+                return FileHandle(forWritingAtPath: $0)
+            } ?? FileHandle.nullDevice
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -49,6 +54,8 @@ final class ServerProcess: @unchecked Sendable {
             arguments: [
                 "--port", "0", "--unixsocket", socketPath, "--save", "", "--appendonly", "no",
                 "--client-output-buffer-limit", "pubsub", "0", "0", "0", "--io-threads", "\(ioThreads)",
+                // Its default of 10,000 clients is below the fan-out benchmark's largest count.
+                "--maxclients", "19900",
             ],
             socketPath: socketPath)
     }

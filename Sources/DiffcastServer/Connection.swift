@@ -8,7 +8,7 @@ import DiffcastWire
 /// One client stream on the loop thread: frames requests in, sends responses in request order,
 /// and queues outbound bytes, framed for its transport. It knows nothing of collections;
 /// `Server` decides what to send.
-final class Connection: TurnTaking {
+final class Connection: TurnTaking, Identifiable {
     let id: ConnectionID
     /// A `uv_pipe_t` or `uv_tcp_t`, allocated and zeroed by us, freed in its close callback.
     let handle: UnsafeMutableRawPointer
@@ -17,6 +17,10 @@ final class Connection: TurnTaking {
     var transport: Transport = .lines
     /// Subscriptions of this connection by collection name.
     var subscriptions: [String: Subscription] = [:]
+    /// Whether a subscription may be `lagging` (awaiting the request of its catch-up): set by
+    /// `FanOut` whenever it stores one, cleared when it requests their catch-ups. False is exact,
+    /// so the check after every write costs a flag, not a walk of `subscriptions`.
+    var mayHaveLaggingSubscriptions = false
     /// What the peer presented and may do (SPEC.md "Scoped access"), decided when it connects,
     /// at `auth`, on each HTTP request, at a token's expiry and at a reload: not per request.
     var holder = Holder(.anonymous, anonymous: .none)
@@ -50,10 +54,15 @@ final class Connection: TurnTaking {
     /// Over TCP (`--tcp`, `--http`, `--metrics`), not the Unix socket.
     var isTCP: Bool { endpoint.isTCP }
 
+    /// The socket under `handle` (-1 if libuv cannot say), for the loop's own `send`s.
+    let descriptor: Int32
+
     init(id: ConnectionID, handle: UnsafeMutableRawPointer, maximumLineBytes: Int, endpoint: Endpoint) {
         self.id = id
         self.endpoint = endpoint
         self.handle = handle
+        var descriptor: uv_os_fd_t = -1
+        self.descriptor = uv_fileno(dc_handle(handle), &descriptor) == 0 ? descriptor : -1
         self.framer = LineFramer(maximumLineBytes: maximumLineBytes)
     }
 

@@ -48,7 +48,7 @@ final class FanOut {
     /// Frames the WebSocket text frames that events go out in (`FramedEvent`).
     private let webSocketFramer = WebSocketCodec(maximumMessageBytes: 1)
     /// Whole subscribers by collection.
-    private var subscribers: [String: Set<ConnectionID>] = [:]
+    private var subscribers: [String: SubscriberList<Connection>] = [:]
     /// Windowed subscribers by collection and window group: a version's window event goes to
     /// the members of its group, and a version outside every window touches none of them.
     private var windowSubscribers: [String: [WindowGroupID: Set<ConnectionID>]] = [:]
@@ -110,11 +110,10 @@ final class FanOut {
     /// - Complexity: O(subscribers of the collection); the event is framed once per transport
     ///   and each subscriber's queue takes a reference to the shared bytes, not a copy.
     func publish(collection name: String, from: UInt64, to: UInt64, event: SharedBytes) {
-        guard let ids = subscribers[name] else { return }
+        guard let members = subscribers[name]?.members else { return }
         publishedVersions[name] = to
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
-        for id in ids {
-            guard let connection = host.connection(id) else { continue }
+        for connection in members {
             let fits = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.advanceSubscription(to: name, from: from, to: to, fits: fits) {
             case .advanced?:
@@ -159,7 +158,7 @@ final class FanOut {
             SharedBytes(WireEncoder.droppedEvent(collection: name)), webSocketFramer: webSocketFramer)
         let windowed = windowSubscribers.removeValue(forKey: name)?.values.flatMap { $0 } ?? []
         publishedVersions[name] = nil
-        for id in (subscribers.removeValue(forKey: name) ?? []).union(windowed) {
+        for id in Set(subscribers.removeValue(forKey: name)?.ids ?? []).union(windowed) {
             guard let connection = host.connection(id) else { continue }
             connection.subscriptions[name] = nil
             queue(event, to: connection)
@@ -236,6 +235,7 @@ final class FanOut {
             // behind again, and is caught up once more when it has drained.
             subscription.delivery = .lagging
             connection.subscriptions[name] = subscription
+            connection.mayHaveLaggingSubscriptions = true
             requestCatchUpsIfDrained(connection)
             connection.releaseAnswers()
             return
@@ -253,10 +253,11 @@ final class FanOut {
     func install(_ subscription: Subscription, of connection: Connection, to name: String) {
         removeSubscription(of: connection, to: name, tellingTheEngine: false)
         connection.subscriptions[name] = subscription
+        if subscription.delivery == .lagging { connection.mayHaveLaggingSubscriptions = true }
         if let window = subscription.window {
             windowSubscribers[name, default: [:]][window.group, default: []].insert(connection.id)
         } else {
-            subscribers[name, default: []].insert(connection.id)
+            subscribers[name, default: SubscriberList()].insert(connection)
         }
     }
 
@@ -312,9 +313,13 @@ final class FanOut {
     // MARK: - Slow subscribers
 
     /// Asks for the catch-ups of a connection's lagging subscriptions once it has drained to half
-    /// its limit; call it whenever its unsent bytes fall.
+    /// its limit; call it whenever its unsent bytes fall (after every write: so a connection
+    /// with none lagging, nearly every one, answers from one flag).
     func requestCatchUpsIfDrained(_ connection: Connection) {
-        guard policy.unsentBytes.hasDrained(connection.unsentBytes) else { return }
+        guard connection.mayHaveLaggingSubscriptions, policy.unsentBytes.hasDrained(connection.unsentBytes) else {
+            return
+        }
+        connection.mayHaveLaggingSubscriptions = false
         for (name, subscription) in connection.subscriptions where subscription.delivery == .lagging {
             connection.subscriptions[name]?.delivery = .catchingUp
             host.submit(
@@ -336,6 +341,7 @@ final class FanOut {
         // A windowed subscriber holds the view it was last sent.
         if let window = subscription.window { subscription.version = window.eventVersion }
         connection.subscriptions[name] = subscription
+        connection.mayHaveLaggingSubscriptions = true
         requestCatchUpsIfDrained(connection)
     }
 

@@ -77,15 +77,18 @@ extension Server {
     /// wait.
     func writeTurns() {
         var budget = max(Self.leastWritesPerIteration, turns.count / Self.iterationsPerPass)
-        var slice: [Connection] = []
-        while budget > 0, let connection = turns.next() {
-            slice.append(connection)
-            budget -= 1
-        }
-        if let writerThreads, writerThreads.hasHelpers, slice.count >= Self.leastParallelWrites {
+        if let writerThreads, writerThreads.hasHelpers, budget >= Self.leastParallelWrites {
+            var slice: [Connection] = []
+            while budget > 0, let connection = turns.next() {
+                slice.append(connection)
+                budget -= 1
+            }
             write(slice, sharedWith: writerThreads)
         } else {
-            for connection in slice { write(connection) }
+            while budget > 0, let connection = turns.next() {
+                write(connection)
+                budget -= 1
+            }
         }
         if turns.isEmpty, let turnHandle { uv_idle_stop(turnHandle) }
         submitPendingJobs()
@@ -186,9 +189,7 @@ extension Server {
             let (count, total) = connection.withQueued(limit: Self.buffersPerWrite) { chunks in
                 (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
             }
-            let written = writeBuffers.withUnsafeBufferPointer { buffers in
-                uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
-            }
+            let written = tryWrite(connection)
             if Int(written) == total {
                 connection.dropWritten(count, bytes: total)
                 fanOut.requestCatchUpsIfDrained(connection)
@@ -205,6 +206,26 @@ extension Server {
             queueWrite(of: chunks, skipping: taken, to: connection)
             return
         }
+    }
+
+    /// Writes `writeBuffers` to the connection's socket as far as the kernel takes them now:
+    /// the bytes written, or a negative libuv error (`UV_EAGAIN` when it takes none). One
+    /// buffer, a fan-out's usual write, is a `send(2)`, which reaches the socket without the
+    /// file layer a `write(2)` goes through; several go through `uv_try_write` (`writev`).
+    /// Called only while no `uv_write` is in flight, so libuv has nothing queued before them.
+    private func tryWrite(_ connection: Connection) -> Int32 {
+        guard writeBuffers.count == 1, connection.descriptor >= 0 else {
+            return writeBuffers.withUnsafeBufferPointer { buffers in
+                uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
+            }
+        }
+        let buffer = writeBuffers[0]
+        var sent: Int
+        repeat {
+            sent = send(connection.descriptor, buffer.base, buffer.len, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        } while sent < 0 && errno == EINTR
+        // libuv's errors are negated errnos on Linux.
+        return sent >= 0 ? Int32(clamping: sent) : -errno
     }
 
     /// Buffers taken for one vectored write.

@@ -1,0 +1,272 @@
+import ArgumentParser
+import CEpoll
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The core job of a pub-sub daemon, in the shape of a busy page: thousands of subscribers on
+/// one collection, one write at a time, each write delivered to every subscriber before the next
+/// is sent. Against Redis pub/sub (one channel, the same ~100-byte payload), alternated in one
+/// run, over Unix sockets. The subscribers are read by one thread with epoll, the cheapest reader
+/// there is, so the machine's second core is the client's.
+struct FanOutBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanout",
+        abstract: "One write at a time to 1,000 / 5,000 / 19,000 subscribers of one collection, against Redis pub/sub.")
+
+    @Option(parsing: .upToNextOption, help: "Subscriber counts, one table row each.")
+    var subscribers = [1000, 5000, 19000]
+
+    @Option(help: "Deliveries measured per run: writes = deliveries ÷ subscribers (at least 50).")
+    var deliveries = 2_000_000
+
+    @Option(help: "Runs per count, each diffcastd then Redis; the table gives their medians.")
+    var runs = 3
+
+    @Option(help: "Threads that write to subscribers, in both servers (diffcastd's io_threads, Redis's io-threads).")
+    var ioThreads = 1
+
+    @Flag(help: "diffcastd alone (to profile it), no Redis and no ratios.")
+    var diffcastOnly = false
+
+    /// ~100 bytes of content per item, as in the feed.
+    private static let text = String(repeating: "x", count: 80)
+
+    func run() throws {
+        raiseFileLimit()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-fanout-\(getpid())").path
+        mkdir(directory, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        emit("## Fan-out: one ~100-byte append at a time to every subscriber of one collection (io threads: \(ioThreads))\n")
+        emit("Each write is sent once every subscriber holds the one before; \"to reach all\" is from the send")
+        emit("to the last subscriber's read. Medians of \(runs) alternated runs per count.\n")
+        emit(
+            "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | memory per subscriber (KB) |"
+        )
+        emit("|---:|---|---:|---:|---:|---:|---:|")
+        var summary: [String] = []
+        for count in subscribers {
+            var ours: [Result] = []
+            var theirs: [Result] = []
+            for _ in 0..<max(1, runs) {
+                ours.append(try measureDiffcast(subscribers: count, at: directory + "/d.sock"))
+                if !diffcastOnly { theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock")) }
+            }
+            guard !diffcastOnly else {
+                emit(Result.median(of: ours).row(subscribers: count, server: "diffcastd"))
+                continue
+            }
+            let diffcast = Result.median(of: ours)
+            let redis = Result.median(of: theirs)
+            emit(diffcast.row(subscribers: count, server: "diffcastd"))
+            emit(redis.row(subscribers: count, server: "redis pub/sub"))
+            let ratios = zip(ours, theirs).map { $0.deliveriesPerSecond / $1.deliveriesPerSecond }
+            summary.append(
+                String(
+                    format: "%d subscribers: deliveries/s %.2f× Redis (runs %@), p50 %.2f×, p99 %.2f×", count,
+                    percentile(ratios, 0.5), ratios.map { String(format: "%.2f", $0) }.joined(separator: ", "),
+                    diffcast.p50 / redis.p50, diffcast.p99 / redis.p99))
+        }
+        guard !summary.isEmpty else { return }
+        emit("\nRatios diffcastd ÷ Redis (medians; a latency ratio below 1 is Diffcast ahead):\n")
+        for line in summary { emit("- " + line) }
+        emit("")
+    }
+
+    struct Result {
+        var deliveriesPerSecond: Double
+        var p50: Double
+        var p99: Double
+        var serverCPUPerDelivery: Double
+        var bytesPerSubscriber: Double
+
+        static func median(of results: [Result]) -> Result {
+            Result(
+                deliveriesPerSecond: percentile(results.map(\.deliveriesPerSecond), 0.5),
+                p50: percentile(results.map(\.p50), 0.5), p99: percentile(results.map(\.p99), 0.5),
+                serverCPUPerDelivery: percentile(results.map(\.serverCPUPerDelivery), 0.5),
+                bytesPerSubscriber: percentile(results.map(\.bytesPerSubscriber), 0.5))
+        }
+
+        func row(subscribers: Int, server: String) -> String {
+            String(
+                format: "| %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f |", subscribers, server, deliveriesPerSecond,
+                p50 * 1000, p99 * 1000, serverCPUPerDelivery * 1e6, bytesPerSubscriber / 1024)
+        }
+    }
+
+    private var writes: (Int) -> Int { { count in max(50, deliveries / count) } }
+
+    private func measureDiffcast(subscribers count: Int, at path: String) throws -> Result {
+        let server = try ServerProcess.diffcastd(
+            socketPath: path,
+            arguments: ["--max-connections", "\(count + 100)", "--io-threads", "\(ioThreads)"])
+        defer { server.stop() }
+        let publisher = try UnixSocket(path: path)
+        try publisher.send(Array("apply feed {\"sections\":[{\"id\":\"s\"}]}\n".utf8))
+        _ = publisher.readLine()
+        // A subscriber's snapshot and its answer: two lines.
+        let fleet = try Subscribers(
+            count: count, path: path, request: Array("subscribe feed\n".utf8), settled: { $0.newlines >= 2 },
+            baseline: server.residentBytes, server: server)
+        defer { fleet.close() }
+        let writeCount = writes(count)
+        return try fleet.measure(writes: writeCount, server: server) { index in
+            try publisher.send(
+                Array(
+                    "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
+                        .utf8))
+        } arrived: { tally in
+            // One event line per write.
+            tally.newlines - 2
+        } answered: {
+            guard publisher.readLine() != nil else { throw BenchmarkError("diffcastd closed the publisher") }
+        }
+    }
+
+    private func measureRedis(subscribers count: Int, at path: String) throws -> Result {
+        let server = try ServerProcess.redis(socketPath: path, ioThreads: ioThreads)
+        defer { server.stop() }
+        let publisher = try UnixSocket(path: path)
+        let message: (Int) -> String = { index in
+            "{\"id\":\"f" + String(format: "%07d", index) + "\",\"data\":{\"text\":\"\(Self.text)\"}}"
+        }
+        let messageBytes =
+            "*3\r\n$7\r\nmessage\r\n$4\r\nfeed\r\n$\(message(0).utf8.count)\r\n\(message(0))\r\n".utf8.count
+        let reply = "*3\r\n$9\r\nsubscribe\r\n$4\r\nfeed\r\n:1\r\n".utf8.count
+        let fleet = try Subscribers(
+            count: count, path: path, request: Array("SUBSCRIBE feed\r\n".utf8), settled: { $0.bytes >= reply },
+            baseline: server.residentBytes, server: server)
+        defer { fleet.close() }
+        return try fleet.measure(writes: writes(count), server: server) { index in
+            let text = message(index)
+            try publisher.send(Array("*3\r\n$7\r\nPUBLISH\r\n$4\r\nfeed\r\n$\(text.utf8.count)\r\n\(text)\r\n".utf8))
+        } arrived: { tally in
+            (tally.bytes - reply) / messageBytes
+        } answered: {
+            // PUBLISH answers with the number of receivers, one line.
+            guard publisher.readLine() != nil else { throw BenchmarkError("redis closed the publisher") }
+        }
+    }
+}
+
+/// What one subscriber has received so far: bytes and newlines (no other state per subscriber,
+/// so that 19,000 of them cost the reader little memory).
+struct Tally {
+    var bytes = 0
+    var newlines = 0
+}
+
+/// Many subscriber sockets read by one thread through epoll.
+private final class Subscribers {
+    let descriptors: [Int32]
+    var tallies: [Tally]
+    let poller: Int32
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    var bytesPerSubscriber = 0.0
+
+    /// Connects `count` subscribers, sends each `request`, and waits until every one is
+    /// `settled`; the server's resident memory then, less `baseline`, is shared among them.
+    init(
+        count: Int, path: String, request: [UInt8], settled: (Tally) -> Bool, baseline: Int, server: ServerProcess
+    ) throws {
+        poller = epoll_create1(Int32(EPOLL_CLOEXEC))
+        var descriptors: [Int32] = []
+        descriptors.reserveCapacity(count)
+        for index in 0..<count {
+            let socket = try UnixSocket(path: path)
+            try socket.send(request)
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            event.data.u64 = UInt64(index)
+            epoll_ctl(poller, EPOLL_CTL_ADD, socket.descriptor, &event)
+            descriptors.append(socket.descriptor)
+        }
+        self.descriptors = descriptors
+        tallies = Array(repeating: Tally(), count: count)
+        var waiting = count
+        let deadline = ContinuousClock.now + .seconds(120)
+        var ready = [epoll_event](repeating: epoll_event(), count: 1024)
+        var settledOnes = [Bool](repeating: false, count: count)
+        while waiting > 0 {
+            guard ContinuousClock.now < deadline else { throw BenchmarkError("subscribers not settled in 120 s") }
+            let got = epoll_wait(poller, &ready, Int32(ready.count), 1000)
+            for event in ready.prefix(max(0, Int(got))) {
+                let index = Int(event.data.u64)
+                read(index)
+                if !settledOnes[index] && settled(tallies[index]) {
+                    settledOnes[index] = true
+                    waiting -= 1
+                }
+            }
+        }
+        usleep(200_000)
+        bytesPerSubscriber = Double(max(0, server.residentBytes - baseline)) / Double(count)
+    }
+
+    func close() {
+        for descriptor in descriptors { Glibc.close(descriptor) }
+        Glibc.close(poller)
+    }
+
+    private func read(_ index: Int) {
+        let got = recv(descriptors[index], &chunk, chunk.count, Int32(MSG_DONTWAIT))
+        guard got > 0 else { return }
+        tallies[index].bytes += got
+        tallies[index].newlines += chunk.withUnsafeBytes { newlines(in: $0[..<got]) }
+    }
+
+    private func newlines(in bytes: Slice<UnsafeRawBufferPointer>) -> Int {
+        var count = 0
+        for byte in bytes where byte == 10 { count += 1 }
+        return count
+    }
+
+    /// Sends `writes` writes, each once every subscriber has `arrived` at the one before (plus
+    /// a tenth as warm-up, not counted).
+    func measure(
+        writes: Int, server: ServerProcess, send: (Int) throws -> Void, arrived: (Tally) -> Int,
+        answered: () throws -> Void
+    ) throws -> FanOutBenchmark.Result {
+        var ready = [epoll_event](repeating: epoll_event(), count: 1024)
+        let warmUp = max(5, writes / 10)
+        var times: [Double] = []
+        times.reserveCapacity(writes)
+        var serverCPU = 0.0
+        var began = ContinuousClock.now
+        for index in 0..<(warmUp + writes) {
+            if index == warmUp {
+                serverCPU = server.cpuSeconds
+                began = .now
+            }
+            let sent = ContinuousClock.now
+            try send(index)
+            var waiting = descriptors.count
+            var behind = [Bool](repeating: true, count: descriptors.count)
+            while waiting > 0 {
+                let got = epoll_wait(poller, &ready, Int32(ready.count), 5000)
+                guard got > 0 else {
+                    throw BenchmarkError("no delivery for 5 s (write \(index), \(waiting) subscribers waiting)")
+                }
+                for event in ready.prefix(Int(got)) {
+                    let subscriber = Int(event.data.u64)
+                    read(subscriber)
+                    if behind[subscriber] && arrived(tallies[subscriber]) > index {
+                        behind[subscriber] = false
+                        waiting -= 1
+                    }
+                }
+            }
+            if index >= warmUp { times.append(seconds(since: sent)) }
+            try answered()
+        }
+        let elapsed = seconds(since: began)
+        return FanOutBenchmark.Result(
+            deliveriesPerSecond: Double(writes * descriptors.count) / elapsed, p50: percentile(times, 0.5),
+            p99: percentile(times, 0.99),
+            serverCPUPerDelivery: (server.cpuSeconds - serverCPU) / Double(writes * descriptors.count),
+            bytesPerSubscriber: bytesPerSubscriber)
+    }
+}
