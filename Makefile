@@ -136,14 +136,14 @@ soak-backbone: backbone-deps
 conformance: release
 	CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3
 
-# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, memory, durability,
+# Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, fanout, memory, durability,
 # backbone, window, allocations; instructions: the feed's instructions per append under
 # callgrind; sse or websocket: the browser transports against nginx + Nchan, as make bench-web
 # does) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	$(SWIFT) build -c release --product DiffcastAllocations
-	@for b in $(or $(BENCH),diff feed pipeline memory durability backbone window auth allocations instructions); do \
+	@for b in $(or $(BENCH),diff feed pipeline fanout memory durability backbone window auth allocations instructions); do \
 	  case $$b in \
 	    allocations) .build/release/DiffcastAllocations || exit 1 ;; \
 	    instructions) scripts/instructions.sh || exit 1 ;; \
@@ -160,6 +160,9 @@ bench: bench-deps release
 WEB_BENCH_PACKAGES := nginx-light libnginx-mod-nchan nats-server nodejs
 bench-web: release
 	$(call apt_install,$(WEB_BENCH_PACKAGES))
+	@# nginx with Nchan makes its compiled-in temporary directories (/var/lib/nginx/body, ...)
+	@# whatever its configuration says, and nothing else makes them on a fresh machine.
+	$(SUDO) mkdir -p $$(nginx -V 2>&1 | tr ' ' '\n' | sed -n 's/^--http-[a-z-]*-temp-path=//p')
 	DIFFCASTD=.build/release/diffcastd python3 Benchmarks/web/bench_web.py $(WEB_BENCH)
 
 # The Swift suites under AddressSanitizer, and then ThreadSanitizer, with the daemon under test

@@ -10,7 +10,8 @@ struct DiffcastBenchmarks: ParsableCommand {
         commandName: "DiffcastBenchmarks", abstract: "Benchmark tables of Diffcast, each with a baseline.",
         subcommands: [
             DiffBenchmark.self, FeedBenchmark.self, PipelineBenchmark.self, DurabilityBenchmark.self,
-            MemoryBenchmark.self, BackboneBenchmark.self, WindowBenchmark.self, AuthBenchmark.self, FanOutBenchmark.self,
+            MemoryBenchmark.self, BackboneBenchmark.self, WindowBenchmark.self, AuthBenchmark.self,
+            FanOutBenchmark.self,
         ],
         defaultSubcommand: DiffBenchmark.self)
 }

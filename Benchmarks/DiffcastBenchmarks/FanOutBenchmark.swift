@@ -39,13 +39,15 @@ struct FanOutBenchmark: ParsableCommand {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dc-fanout-\(getpid())").path
         mkdir(directory, 0o755)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        emit("## Fan-out: one ~100-byte append at a time to every subscriber of one collection (io threads: \(ioThreads))\n")
+        emit(
+            "## Fan-out: one ~100-byte append at a time to every subscriber of one collection (io threads: \(ioThreads))\n"
+        )
         emit("Each write is sent once every subscriber holds the one before; \"to reach all\" is from the send")
         emit("to the last subscriber's read. Medians of \(runs) alternated runs per count.\n")
         emit(
-            "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | memory per subscriber (KB) |"
+            "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | reader CPU per delivery (µs) | memory per subscriber (KB) |"
         )
-        emit("|---:|---|---:|---:|---:|---:|---:|")
+        emit("|---:|---|---:|---:|---:|---:|---:|---:|")
         var summary: [String] = []
         for count in subscribers {
             var ours: [Result] = []
@@ -80,6 +82,8 @@ struct FanOutBenchmark: ParsableCommand {
         var p50: Double
         var p99: Double
         var serverCPUPerDelivery: Double
+        /// The benchmark's reader: when it is near the server's, the reader sets the pace.
+        var readerCPUPerDelivery: Double
         var bytesPerSubscriber: Double
 
         static func median(of results: [Result]) -> Result {
@@ -87,13 +91,16 @@ struct FanOutBenchmark: ParsableCommand {
                 deliveriesPerSecond: percentile(results.map(\.deliveriesPerSecond), 0.5),
                 p50: percentile(results.map(\.p50), 0.5), p99: percentile(results.map(\.p99), 0.5),
                 serverCPUPerDelivery: percentile(results.map(\.serverCPUPerDelivery), 0.5),
+                readerCPUPerDelivery: percentile(results.map(\.readerCPUPerDelivery), 0.5),
                 bytesPerSubscriber: percentile(results.map(\.bytesPerSubscriber), 0.5))
         }
 
         func row(subscribers: Int, server: String) -> String {
             String(
-                format: "| %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f |", subscribers, server, deliveriesPerSecond,
-                p50 * 1000, p99 * 1000, serverCPUPerDelivery * 1e6, bytesPerSubscriber / 1024)
+                format: "| %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |", subscribers, server,
+                deliveriesPerSecond,
+                p50 * 1000, p99 * 1000, serverCPUPerDelivery * 1e6, readerCPUPerDelivery * 1e6,
+                bytesPerSubscriber / 1024)
         }
     }
 
@@ -235,10 +242,12 @@ private final class Subscribers {
         var times: [Double] = []
         times.reserveCapacity(writes)
         var serverCPU = 0.0
+        var readerCPU = 0.0
         var began = ContinuousClock.now
         for index in 0..<(warmUp + writes) {
             if index == warmUp {
                 serverCPU = server.cpuSeconds
+                readerCPU = cpuSecondsOfProcess("self")
                 began = .now
             }
             let sent = ContinuousClock.now
@@ -267,6 +276,7 @@ private final class Subscribers {
             deliveriesPerSecond: Double(writes * descriptors.count) / elapsed, p50: percentile(times, 0.5),
             p99: percentile(times, 0.99),
             serverCPUPerDelivery: (server.cpuSeconds - serverCPU) / Double(writes * descriptors.count),
+            readerCPUPerDelivery: (cpuSecondsOfProcess("self") - readerCPU) / Double(writes * descriptors.count),
             bytesPerSubscriber: bytesPerSubscriber)
     }
 }

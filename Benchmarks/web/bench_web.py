@@ -481,6 +481,18 @@ def main():
     for path, what in ((args.diffcastd, "diffcastd"), (args.nginx, "nginx"), (args.nchan_module, "the nchan module")):
         if not os.path.exists(path):
             sys.exit(f"bench_web: {what} not found at {path}")
+    # With the Nchan module loaded, nginx makes its compiled-in temporary directories (Debian:
+    # /var/lib/nginx/body, ...) whatever the configuration says, and fails to start when it
+    # cannot; nothing else makes them on a fresh machine (`make bench-web` does, as root).
+    configure = subprocess.run([args.nginx, "-V"], capture_output=True, text=True).stderr
+    missing = [
+        option.split("=", 1)[1]
+        for option in configure.split()
+        if option.startswith("--http-") and option.split("=", 1)[0].endswith("-temp-path")
+        and not os.path.isdir(option.split("=", 1)[1])
+    ]
+    if missing:
+        sys.exit(f"bench_web: nginx needs these directories; create them first (as root): {' '.join(missing)}")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 

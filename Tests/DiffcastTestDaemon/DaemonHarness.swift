@@ -120,7 +120,10 @@ public func waitUntil(_ what: String, timeout: Double = 10, _ condition: () thro
 /// hand it to one sending thread while another reads.
 public final class Client: @unchecked Sendable {
     public private(set) var descriptor: Int32
+    /// Bytes received and not yet returned: from `bufferStart` on (lines are taken from the
+    /// front by moving it, so a burst of a million lines costs no copy per line).
     private var buffer: [UInt8] = []
+    private var bufferStart = 0
     /// Events read while waiting for a response.
     public var events: [JSONValue] = []
 
@@ -177,13 +180,22 @@ public final class Client: @unchecked Sendable {
 
     /// The next line as JSON, or nil on end of stream.
     public func readLine(timeout: Double = 10) throws -> JSONValue? {
+        guard let line = try readLineBytes(timeout: timeout) else { return nil }
+        return try JSONParser.parse(line)
+    }
+
+    /// The next line's bytes without its newline, or nil on end of stream.
+    public func readLineBytes(timeout: Double = 10) throws -> [UInt8]? {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = Array(buffer[..<newline])
-                buffer.removeFirst(newline + 1)
-                return try JSONParser.parse(line)
+            if let newline = buffer[bufferStart...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[bufferStart..<newline])
+                bufferStart = newline + 1
+                return line
             }
+            // Only a partial line is left: it moves to the front before more is read.
+            buffer.removeFirst(bufferStart)
+            bufferStart = 0
             let left = deadline.timeIntervalSinceNow
             guard left > 0 else { throw HarnessError.timeout("a line from the daemon") }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
