@@ -185,8 +185,10 @@ test-sanitize: deps
 	else echo "sanitizers: no reports"; fi
 
 # Coverage-guided fuzzing (libFuzzer, -sanitize=fuzzer,address) of every place bytes come in from
-# outside: Fuzz/ is a package of its own (the root build is unaffected). Replays
-# Fuzz/regressions first, then runs each target for FUZZ_SECONDS (60); see Fuzz/README.md.
+# outside: the fuzz targets (Fuzz/Targets, which make test replays the committed inputs through)
+# built as libFuzzer executables by the package in Fuzz/, so the root build never links
+# libFuzzer. Replays Fuzz/regressions first, then runs each target for FUZZ_SECONDS (60); see
+# Fuzz/README.md.
 fuzz: deps
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) scripts/fuzz.sh $(TARGETS)
 
@@ -242,7 +244,7 @@ test-service: deb
 	./scripts/test-service.sh $(DIST)/diffcast_$(VERSION)_amd64.deb
 
 lint:
-	$(SWIFT) format lint -r Sources Tests Benchmarks
+	$(SWIFT) format lint -r Sources Tests Benchmarks Fuzz/Targets Fuzz/Sources
 
 clean:
 	rm -rf .build

@@ -16,16 +16,9 @@ let package = Package(
         .executable(name: "diffcast", targets: ["diffcast"]),
         .library(name: "DiffcastCore", targets: ["DiffcastCore"]),
         .library(name: "DiffcastClient", targets: ["DiffcastClient"]),
-        // For the fuzz targets in Fuzz/ (a package of their own that depends on this one by path,
-        // so `swift build` here is unaffected): a package sees another's modules only as products.
-        .library(
-            name: "DiffcastFuzzing",
-            targets: [
-                "DiffcastWire", "DiffcastClient", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastServer",
-                "DiffcastBackbone",
-                "DiffcastConfiguration", "DiffcastAccess",
-            ]
-        ),
+        // The fuzz targets' bodies, for the libFuzzer executables in Fuzz/ (a package of its own
+        // that depends on this one by path): a package sees another's modules only as products.
+        .library(name: "DiffcastFuzzing", targets: ["DiffcastFuzzTargets"]),
     ],
     dependencies: [
         // Command-line parsing of diffcastd and the benchmarks.
@@ -160,6 +153,20 @@ let package = Package(
             name: "DiffcastAllocations",
             dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastCore", "DiffcastEngine", "DiffcastWire"],
             path: "Benchmarks/DiffcastAllocations"
+        ),
+        // The fuzz targets (Fuzz/README.md): for each place the daemon takes bytes from outside,
+        // a function that runs one input through the daemon's code, with oracles. libFuzzer runs
+        // them in Fuzz/ (`make fuzz`), DiffcastFuzzReplayTests on every committed input. They
+        // `@testable import` the daemon's modules, so they build in debug or with -enable-testing
+        // only: release builds name their products (`--product`), and none contains them.
+        .target(
+            name: "DiffcastFuzzTargets",
+            dependencies: [
+                "DiffcastCore", "DiffcastWire", "DiffcastClient", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage",
+                "DiffcastServer", "DiffcastBackbone", "DiffcastConfiguration", "DiffcastAccess",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Fuzz/Targets"
         ),
         // The tests' own oracles (reference digest, strict changeset applier, move law) and a
         // seeded generator, written apart from the code they check; used by every test target.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of Fuzz/ (a package of their own: the root package's build is
-# unaffected) and runs each for a while, one after another, at the lowest CPU priority.
+# Builds the libFuzzer executables of Fuzz/ (a package of their own around the targets' bodies in
+# Fuzz/Targets: the root package's build never links libFuzzer) and runs each for a while, one
+# after another, at the lowest CPU priority.
 #
 #   scripts/fuzz.sh [-t SECONDS] [-c release|debug] [--build-only] [--regressions-only] [TARGET...]
 #
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
+# As FuzzTargets.all (Fuzz/Targets/FuzzTargets.swift) names them.
 all=(request_line request_apply wal_file checkpoint_file shared_log_message shared_log_snapshot forward event_line
     config_file http_request websocket_frames token)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")

@@ -1,38 +1,32 @@
-import CFuzzerDriver
 import DiffcastClient
 import DiffcastCore
-@testable import DiffcastEngine
-@testable import DiffcastStorage
 import DiffcastWire
 import Logging
+
+@testable import DiffcastEngine
+@testable import DiffcastStorage
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// What every fuzz target shares: how an input is cut into parts, how a broken invariant is
-/// reported (a trap, which libFuzzer saves as a crash), and scratch files.
+/// reported (a trap, which libFuzzer saves as a crash and which ends a replay in `make test`),
+/// and scratch files.
 public enum Fuzz {
-    /// Runs libFuzzer with the process's arguments on `test` (a target's `LLVMFuzzerTestOneInput`).
-    public static func main(_ test: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> Never {
-        var argc = CommandLine.argc
-        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv, test))
-    }
-
-    /// The input as bytes.
-    public static func bytes(_ data: UnsafePointer<UInt8>, _ size: Int) -> [UInt8] {
-        Array(UnsafeBufferPointer(start: data, count: size))
-    }
-
     /// `bytes` cut at every `separator` (empty parts kept, so every part has a place).
     public static func parts(_ bytes: some Collection<UInt8>, separator: UInt8) -> [[UInt8]] {
         bytes.split(separator: separator, omittingEmptySubsequences: false).map { Array($0) }
     }
 
+    /// Where the input being run comes from, when its runner says so (the replay suite names
+    /// each file; libFuzzer keeps the input that crashed on its own): a failure names it.
+    @TaskLocal public static var input: String?
+
     /// A broken invariant: a trap with the reason, so libFuzzer keeps the input as a crash.
     public static func failure(_ what: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
-        fatalError("fuzz oracle: \(what)", file: file, line: line)
+        let source = input.map { " (input \($0))" } ?? ""
+        fatalError("fuzz oracle\(source): \(what)", file: file, line: line)
     }
 
     /// A logger that drops everything (the code under test logs rejected input).
@@ -48,26 +42,43 @@ public enum Fuzz {
         }
     }
 
-    /// A directory of this process's own, emptied before each use: in `DIFFCAST_FUZZ_SCRATCH`
-    /// when set (scripts/fuzz.sh sets it and removes it), else on tmpfs, else in `TMPDIR`.
-    public static func scratchDirectory() -> String {
+    /// The scratch directory of this process: in `DIFFCAST_FUZZ_SCRATCH` when set
+    /// (scripts/fuzz.sh sets it and removes it), else on tmpfs, else in `TMPDIR`. One per
+    /// process, so inputs that use it run one at a time.
+    public static let scratchPath: String = {
         let base =
             getenv("DIFFCAST_FUZZ_SCRATCH").map { String(cString: $0) }
             ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"))
-        let path = "\(base)/diffcast-fuzz-\(getpid())"
+        return "\(base)/diffcast-fuzz-\(getpid())"
+    }()
+
+    /// `scratchPath`, made if needed and emptied: what a target writes its files to.
+    public static func scratchDirectory() -> String {
+        let path = scratchPath
         if mkdir(path, 0o700) != 0 && errno != EEXIST { failure("cannot make \(path)") }
-        if let handle = opendir(path) {
-            var names: [String] = []
-            while let entry = readdir(handle) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name != "." && name != ".." { names.append(name) }
-            }
-            closedir(handle)
-            for name in names { unlink(path + "/" + name) }
-        }
+        for name in scratchFiles() { unlink(path + "/" + name) }
         return path
+    }
+
+    /// Removes `scratchPath` and what is in it (a runner that is not libFuzzer under
+    /// scripts/fuzz.sh, which removes the whole `DIFFCAST_FUZZ_SCRATCH`, calls it when done).
+    public static func removeScratchDirectory() {
+        for name in scratchFiles() { unlink(scratchPath + "/" + name) }
+        rmdir(scratchPath)
+    }
+
+    /// The names of the files in `scratchPath` (none when it does not exist).
+    private static func scratchFiles() -> [String] {
+        guard let handle = opendir(scratchPath) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// Writes a whole file (creating or truncating it).
@@ -169,7 +180,8 @@ public final class EventOracle {
                 defer { checkWindows(windows, of: name, at: to) }
                 if mirrors[name] == nil, versionZeroIsEmpty, from == 0 {
                     var empty = CollectionMirror()
-                    let snapshot = #"{"event":"snapshot","version":0,"sections":[],"digest":"\#(Digest(of: Snapshot()))"}"#
+                    let snapshot =
+                        #"{"event":"snapshot","version":0,"sections":[],"digest":"\#(Digest(of: Snapshot()))"}"#
                     feed(&empty, Array(snapshot.utf8) + [UInt8(ascii: "\n")], what: "an empty snapshot")
                     remember(empty, of: name)
                 }
@@ -229,7 +241,8 @@ public final class EventOracle {
             else { continue }
             feed(&mirror, delivery.event.bytes(from: from), what: "window event \(from)->\(version) of '\(name)'")
             guard mirror.window?.range == delivery.range else {
-                Fuzz.failure("window event of '\(name)' names \(String(describing: mirror.window)), not \(delivery.range)")
+                Fuzz.failure(
+                    "window event of '\(name)' names \(String(describing: mirror.window)), not \(delivery.range)")
             }
             if let whole = mirrors[name], whole.version == version,
                 whole.snapshot.view(delivery.range).outline != mirror.sections

@@ -1,0 +1,14 @@
+import DiffcastConfiguration
+import DiffcastServer
+
+extension FuzzTargets {
+    /// The configuration file, as `diffcastd --config` reads it at start and on SIGHUP: UTF-8 text
+    /// (`String(contentsOfFile:encoding: .utf8)`), `DaemonSettings.load` (Yams, every key checked),
+    /// `ValidatedSettings` (every value checked), and the restart check of a reload.
+    public static func configFile(_ input: UnsafeRawBufferPointer) {
+        guard let text = String(validating: input, as: UTF8.self) else { return }
+        guard let settings = try? DaemonSettings.load(yaml: text, from: "diffcastd.yaml") else { return }
+        _ = try? ValidatedSettings(settings)
+        _ = ValidatedSettings.changesNeedingRestart(from: DaemonSettings(), to: settings)
+    }
+}
