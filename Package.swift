@@ -206,6 +206,7 @@ let package = Package(
         .testTarget(
             name: "DiffcastClientTests", dependencies: ["DiffcastClient", "DiffcastTestDaemon", "DiffcastTestSupport"]),
         .testTarget(name: "DiffcastBackboneTests", dependencies: ["DiffcastBackbone", "DiffcastEngine"]),
+        .testTarget(name: "DiffcastFuzzReplayTests", dependencies: ["DiffcastFuzzTargets"]),
     ],
     swiftLanguageModes: [.v6]
 )
