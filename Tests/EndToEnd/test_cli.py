@@ -308,6 +308,80 @@ def test_sub_state_file_is_checked_before_it_is_trusted_or_overwritten(diffcast,
     assert json.loads(state.read_text())["digest"] == diffcast.json("get", "c")["digest"]
 
 
+def test_sub_state_file_is_its_owners_alone_and_forgets_a_dropped_collection(diffcast, tmp_path):
+    state = tmp_path / "c.mirror"
+    diffcast.run("apply", "c", "-", input='[{"id":"s","items":["a"]}]')
+    sub = diffcast.start("sub", "c", "--state", str(state))
+    read_until(sub.stdout, lambda line: line.startswith("c v1 snapshot"))
+    # It holds what the daemon let this user read: nobody else may read it.
+    assert state.stat().st_mode & 0o777 == 0o600
+    first_epoch = json.loads(state.read_text())["epoch"]
+    diffcast.run("drop", "c")
+    read_until(sub.stdout, lambda line: line == "c dropped")
+    # A dropped collection's mirror would resume nothing: its line goes (a line of the next
+    # epoch may already stand in its place, `sub` having subscribed again).
+    assert first_epoch not in state.read_text()
+    diffcast.wait_for_subscribers("c")
+    diffcast.run("append_sections", "c", "t")
+    read_until(sub.stdout, lambda line: line == "+ section t [0]")
+    sub.terminate()
+    sub.wait(timeout=10)
+    kept = json.loads(state.read_text())
+    made_again = diffcast.json("get", "c")
+    assert (kept["epoch"], kept["version"], kept["digest"]) == (
+        made_again["epoch"], made_again["version"], made_again["digest"])
+    assert kept["epoch"] != first_epoch
+
+
+def test_sub_state_file_follows_a_new_epoch_across_a_restart(tmp_path):
+    state = tmp_path / "c.mirror"
+    # In memory: the restarted daemon's collection is another history, with another epoch.
+    with Daemon(binary("diffcastd"), []) as daemon:
+        diffcast = Command(daemon.socket_path)
+        diffcast.run("apply", "c", "-", input='[{"id":"s","items":["a","b"]}]')
+        before = diffcast.json("get", "c")
+        sub = diffcast.start("sub", "c", "--state", str(state))
+        read_until(sub.stdout, lambda line: line.startswith("c v1 snapshot"))
+        daemon.restart(signal.SIGKILL)
+        diffcast.run("apply", "c", "-", input='[{"id":"s","items":["x"]}]')
+        after = diffcast.json("get", "c")
+        assert after["epoch"] != before["epoch"]
+        # The kept version of the old epoch cannot be resumed: a snapshot of the new one comes
+        # (of version 0 if `sub` came back before the write, then the write's changeset).
+        lines = read_until(sub.stdout, lambda line: line.startswith("c v1"))
+        assert any(line.startswith("c v") and ("snapshot, epoch %s " % after["epoch"]) in line for line in lines), lines
+        sub.terminate()
+        sub.wait(timeout=10)
+        kept = json.loads(state.read_text())
+        assert (kept["epoch"], kept["version"], kept["digest"]) == (after["epoch"], 1, after["digest"])
+
+
+def test_sub_says_once_when_its_state_file_cannot_be_written_and_when_it_can_again(diffcast, tmp_path):
+    directory = tmp_path / "kept"
+    directory.mkdir()
+    state = directory / "c.mirror"
+    diffcast.run("apply", "c", "-", input='[{"id":"s"}]')
+    sub = diffcast.start("sub", "c", "--state", str(state))
+    read_until(sub.stdout, lambda line: line.startswith("c v1 snapshot"))
+    kept = state.read_text()
+    # Its directory gone (root may write anywhere, so no permission stands in for it).
+    shutil.rmtree(directory)
+    for n in range(3):
+        diffcast.run("append_items", "c", "a%d" % n)
+    read_until(sub.stdout, lambda line: line.startswith("c v4 "))
+    directory.mkdir()
+    diffcast.run("append_items", "c", "b")
+    read_until(sub.stdout, lambda line: line.startswith("c v5 "))
+    sub.terminate()
+    sub.wait(timeout=10)
+    errors = sub.stderr.read()
+    failed = "cannot write %s.%d.tmp: No such file or directory; %s keeps an earlier version" % (state, sub.pid, state)
+    assert errors.count(failed) == 1, errors
+    assert errors.count("%s is written again" % state) == 1, errors
+    assert json.loads(state.read_text())["version"] == 5 and kept
+    assert json.loads(state.read_text())["digest"] == diffcast.json("get", "c")["digest"]
+
+
 def test_apply_takes_the_json_on_the_command_line(diffcast, tmp_path):
     assert diffcast.run("apply", "c", '{"sections":[{"id":"s","items":["a"]}]}').stdout == "ok, version 1\n"
     diffcast.run("apply", "c", '[{"id":"s","items":["a","b"]}]')
