@@ -47,6 +47,8 @@ final class Connection: TurnTaking, Identifiable {
     private(set) var isWriting = false
     /// Whether the connection is in the loop's list of connections to write (`Server.dirty`).
     var isDirty = false
+    /// Whether the connection waits in the loop's list of lingering streams (`Server.lingering`).
+    var isLingering = false
     private(set) var phase = Phase.reading
 
     /// Where it arrived: how it is read, and who it may be.

@@ -270,7 +270,7 @@ extension Server {
         if let subject = connection.holder.subject { releaseSubject(subject) }
         tokenHolders.remove(connection.id)
         fanOut.removeSubscriptions(of: connection)
-        lingering.remove(connection.id)
+        connection.isLingering = false
         turns.remove(connection)
         LoopHandles.close(connection.handle)
     }

@@ -20,7 +20,10 @@ extension Server {
                 connection.isDirty = false
                 guard !connection.isClosing else { continue }
                 if mayLinger(connection) {
-                    lingering.insert(connection.id)
+                    if !connection.isLingering {
+                        connection.isLingering = true
+                        lingering.append(connection)
+                    }
                 } else if mayWaitItsTurn(connection) {
                     turns.enqueue(connection)
                 } else {
@@ -172,8 +175,8 @@ extension Server {
     func flushLingering() {
         let streams = lingering
         lingering.removeAll(keepingCapacity: true)
-        for id in streams {
-            guard let connection = connections[id] else { continue }
+        for connection in streams where connection.isLingering {
+            connection.isLingering = false
             write(connection)
         }
         submitPendingJobs()

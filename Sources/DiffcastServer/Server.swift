@@ -34,8 +34,9 @@ public final class Server {
     var dirty: [Connection] = []
     /// The list `flushDirty` goes through while new connections are marked dirty in `dirty`.
     var flushing: [Connection] = []
-    /// Event streams whose new events wait for the linger timer (`flushLingering`).
-    var lingering: Set<ConnectionID> = []
+    /// Event streams whose new events wait for the linger timer (`flushLingering`), each once
+    /// (`Connection.isLingering`; one that closed meanwhile is skipped).
+    var lingering: [Connection] = []
     /// Subscribers whose new events wait for their turn (`writeTurns`).
     var turns = WriteTurns<Connection>()
     /// Active while `turns` is not empty: the loop then polls without blocking and writes the
