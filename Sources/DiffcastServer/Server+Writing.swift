@@ -80,7 +80,8 @@ extension Server {
     /// wait.
     func writeTurns() {
         var budget = max(Self.leastWritesPerIteration, turns.count / Self.iterationsPerPass)
-        if let writerThreads, writerThreads.hasHelpers, budget >= Self.leastParallelWrites {
+        // The slice is as many as wait, up to the budget.
+        if let writerThreads, writerThreads.hasHelpers, min(budget, turns.count) >= Self.leastParallelWrites {
             var slice: [Connection] = []
             while budget > 0, let connection = turns.next() {
                 slice.append(connection)
