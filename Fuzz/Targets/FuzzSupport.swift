@@ -56,43 +56,25 @@ public enum Fuzz {
     public static func scratchDirectory() -> String {
         let path = scratchPath
         if mkdir(path, 0o700) != 0 && errno != EEXIST { failure("cannot make \(path)") }
-        for name in scratchFiles() { unlink(path + "/" + name) }
+        for name in (try? FileIO.listDirectory(path)) ?? [] { unlink(path + "/" + name) }
         return path
     }
 
     /// Removes `scratchPath` and what is in it (a runner that is not libFuzzer under
     /// scripts/fuzz.sh, which removes the whole `DIFFCAST_FUZZ_SCRATCH`, calls it when done).
     public static func removeScratchDirectory() {
-        for name in scratchFiles() { unlink(scratchPath + "/" + name) }
+        for name in (try? FileIO.listDirectory(scratchPath)) ?? [] { unlink(scratchPath + "/" + name) }
         rmdir(scratchPath)
     }
 
-    /// The names of the files in `scratchPath` (none when it does not exist).
-    private static func scratchFiles() -> [String] {
-        guard let handle = opendir(scratchPath) else { return [] }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    /// Writes a whole file (creating or truncating it).
+    /// Writes a whole file (creating or truncating it), with the store's own file calls.
     public static func write(_ bytes: [UInt8], to path: String) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        guard descriptor >= 0 else { failure("cannot open \(path)") }
-        defer { close(descriptor) }
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = Glibc.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-                guard written > 0 else { failure("cannot write \(path)") }
-                offset += written
-            }
+        do {
+            let descriptor = try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            defer { close(descriptor) }
+            try FileIO.writeAll(descriptor, bytes, path: path)
+        } catch {
+            failure("cannot write \(path): \(error)")
         }
     }
 }
@@ -281,6 +263,40 @@ public final class EventOracle {
         } catch {
             Fuzz.failure("\(what) does not apply: \(error): \(String(decoding: bytes, as: UTF8.self))")
         }
+    }
+}
+
+/// A daemon of a backbone that follows the shared log, as the shared-log targets drive it: its
+/// engine, the stand-in for NATS, the applier between them, and a mirror of every event the
+/// engine publishes.
+public final class SharedLogFollower {
+    public let engine = ApplyEngine(
+        historyLimits: HistoryLimits(versions: 4, items: 256), makeEpoch: Fuzz.countingEpochs())
+    public let backbone = FakeBackbone(node: "follower")
+    public let oracle: EventOracle
+    private let applier: SharedLogApplier
+
+    public init() {
+        applier = SharedLogApplier(
+            engine: engine, backbone: backbone, node: "follower", snapshotEvery: 1000, logger: Fuzz.silentLogger)
+        oracle = EventOracle(engine: engine)
+    }
+
+    /// Joins with `snapshots` handed over, the log ending where the last of them says but at
+    /// `lastSequence` at most (a snapshot past the log's end is refused); returns that end.
+    public func join(_ snapshots: [[UInt8]], lastSequence: UInt64) -> UInt64 {
+        let logEnd = min(snapshots.compactMap { SharedLogSnapshot(decoding: $0)?.logSequence }.max() ?? 0, lastSequence)
+        backbone.nextSequence = logEnd
+        oracle.check(applier.join(BackboneStart(snapshots: snapshots, logEnd: logEnd)))
+        return logEnd
+    }
+
+    /// Delivers one log message in a drain of its own; the mirror follows its collections.
+    public func deliver(_ records: [LogRecord], sequence: UInt64, collection: String?) {
+        for name in Set(records.map(\.collection)) { oracle.follow(name) }
+        backbone.arrivals.log = [LogMessage(sequence: sequence, collection: collection, records: records)]
+        backbone.nextSequence = sequence
+        oracle.check(applier.run([]))
     }
 }
 

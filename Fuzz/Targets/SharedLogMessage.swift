@@ -22,25 +22,15 @@ extension FuzzTargets {
     ///   record's collection, as an owner appends it (sequence numbers 1, 2, …).
     public static func sharedLogMessage(_ input: UnsafeRawBufferPointer) {
         let parts = Fuzz.parts(Array(input), separator: 0)
-        let engine = ApplyEngine(
-            historyLimits: HistoryLimits(versions: 4, items: 256), makeEpoch: Fuzz.countingEpochs())
-        let backbone = FakeBackbone(node: "follower")
-        let applier = SharedLogApplier(
-            engine: engine, backbone: backbone, node: "follower", snapshotEvery: 1000, logger: Fuzz.silentLogger)
-        let oracle = EventOracle(engine: engine)
-
+        let follower = SharedLogFollower()
         let joining = parts.filter { $0.first == UInt8(ascii: "J") }.map { Array($0.dropFirst()) }
-        // The log ends where the last snapshot says (a snapshot past 1000 is refused as past the end).
-        let logEnd = min(joining.compactMap { SharedLogSnapshot(decoding: $0)?.logSequence }.max() ?? 0, 1000)
-        backbone.nextSequence = logEnd
-        oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: logEnd)))
-        var sequence = logEnd
+        var sequence = follower.join(joining, lastSequence: 1000)
         for part in parts {
             switch part.first {
             case UInt8(ascii: "J"):
                 continue
             case UInt8(ascii: "S"):
-                backbone.snapshot = Array(part.dropFirst())
+                follower.backbone.snapshot = Array(part.dropFirst())
             default:
                 // As NATSBackbone delivers it: a payload that does not decode arrives empty.
                 var token: Substring?
@@ -53,12 +43,10 @@ extension FuzzTargets {
                 let records = LogRecord.records(inPayload: payload) ?? []
                 let collection = token.map { SubjectToken.decode($0) } ?? records.first.map(\.collection)
                 sequence += 1
-                for name in Set(records.map(\.collection)) { oracle.follow(name) }
-                backbone.arrivals.log = [LogMessage(sequence: sequence, collection: collection, records: records)]
-                backbone.nextSequence = sequence
-                oracle.check(applier.run([]))
+                follower.deliver(records, sequence: sequence, collection: collection)
             }
         }
+        let engine = follower.engine
         probeEveryCollection(of: engine)
         checkCheckpointRoundTrip(of: engine, "the follower")
     }

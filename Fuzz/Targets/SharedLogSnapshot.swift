@@ -17,19 +17,9 @@ extension FuzzTargets {
     /// fit; a part starting with `L` is instead a log message payload to follow.
     public static func sharedLogSnapshot(_ input: UnsafeRawBufferPointer) {
         let parts = Fuzz.parts(Array(input), separator: 0)
-        let engine = ApplyEngine(
-            historyLimits: HistoryLimits(versions: 4, items: 256), makeEpoch: Fuzz.countingEpochs())
-        let backbone = FakeBackbone(node: "follower")
-        let applier = SharedLogApplier(
-            engine: engine, backbone: backbone, node: "follower", snapshotEvery: 1000, logger: Fuzz.silentLogger)
-        let oracle = EventOracle(engine: engine)
-
+        let follower = SharedLogFollower()
         let atJoin = parts.count > 1 ? parts.count / 2 : parts.count
-        // The log ends where the last snapshot says (a snapshot past 100 is refused as past the end).
-        let joining = Array(parts.prefix(atJoin))
-        let logEnd = min(joining.compactMap { SharedLogSnapshot(decoding: $0)?.logSequence }.max() ?? 0, 100)
-        backbone.nextSequence = logEnd
-        oracle.check(applier.join(BackboneStart(snapshots: joining, logEnd: logEnd)))
+        _ = follower.join(Array(parts.prefix(atJoin)), lastSequence: 100)
         var sequence: UInt64 = 100
         for part in parts.dropFirst(atJoin) {
             sequence += 1
@@ -38,19 +28,15 @@ extension FuzzTargets {
                 records = LogRecord.records(inPayload: Array(part.dropFirst())) ?? []
             } else {
                 // A message that skips versions: the engine takes the snapshot instead.
-                backbone.snapshot = part
+                follower.backbone.snapshot = part
                 guard let snapshot = SharedLogSnapshot(decoding: part) else { continue }
                 let next = snapshot.version == .max ? snapshot.version : snapshot.version + 1
                 records = [.batch(collection: snapshot.name, version: next, writes: [])]
-                oracle.follow(snapshot.name)
+                follower.oracle.follow(snapshot.name)
             }
-            for name in Set(records.map(\.collection)) { oracle.follow(name) }
-            backbone.arrivals.log = [
-                LogMessage(sequence: sequence, collection: records.first?.collection, records: records)
-            ]
-            backbone.nextSequence = sequence
-            oracle.check(applier.run([]))
+            follower.deliver(records, sequence: sequence, collection: records.first?.collection)
         }
+        let engine = follower.engine
         // What the engine holds survives its own snapshots.
         for entry in engine.checkpointEntries() {
             guard let bytes = engine.snapshotForSharedLog(of: entry.name, logSequence: 9),
