@@ -104,7 +104,8 @@ struct FanOutBenchmark: ParsableCommand {
         }
     }
 
-    private var writes: (Int) -> Int { { count in max(50, deliveries / count) } }
+    /// Writes measured for `count` subscribers.
+    private func writes(for count: Int) -> Int { max(50, deliveries / count) }
 
     private func measureDiffcast(subscribers count: Int, at path: String) throws -> Result {
         let server = try ServerProcess.diffcastd(
@@ -117,10 +118,9 @@ struct FanOutBenchmark: ParsableCommand {
         // A subscriber's snapshot and its answer: two lines.
         let fleet = try Subscribers(
             count: count, path: path, request: Array("subscribe feed\n".utf8), settled: { $0.newlines >= 2 },
-            baseline: server.residentBytes, server: server)
+            server: server)
         defer { fleet.close() }
-        let writeCount = writes(count)
-        return try fleet.measure(writes: writeCount, server: server) { index in
+        return try fleet.measure(writes: writes(for: count), server: server) { index in
             try publisher.send(
                 Array(
                     "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
@@ -145,9 +145,9 @@ struct FanOutBenchmark: ParsableCommand {
         let reply = "*3\r\n$9\r\nsubscribe\r\n$4\r\nfeed\r\n:1\r\n".utf8.count
         let fleet = try Subscribers(
             count: count, path: path, request: Array("SUBSCRIBE feed\r\n".utf8), settled: { $0.bytes >= reply },
-            baseline: server.residentBytes, server: server)
+            server: server)
         defer { fleet.close() }
-        return try fleet.measure(writes: writes(count), server: server) { index in
+        return try fleet.measure(writes: writes(for: count), server: server) { index in
             let text = message(index)
             try publisher.send(Array("*3\r\n$7\r\nPUBLISH\r\n$4\r\nfeed\r\n$\(text.utf8.count)\r\n\(text)\r\n".utf8))
         } arrived: { tally in
@@ -161,7 +161,7 @@ struct FanOutBenchmark: ParsableCommand {
 
 /// What one subscriber has received so far: bytes and newlines (no other state per subscriber,
 /// so that 19,000 of them cost the reader little memory).
-struct Tally {
+private struct Tally {
     var bytes = 0
     var newlines = 0
 }
@@ -175,10 +175,9 @@ private final class Subscribers {
     var bytesPerSubscriber = 0.0
 
     /// Connects `count` subscribers, sends each `request`, and waits until every one is
-    /// `settled`; the server's resident memory then, less `baseline`, is shared among them.
-    init(
-        count: Int, path: String, request: [UInt8], settled: (Tally) -> Bool, baseline: Int, server: ServerProcess
-    ) throws {
+    /// `settled`; what the server's resident memory grew by meanwhile is shared among them.
+    init(count: Int, path: String, request: [UInt8], settled: (Tally) -> Bool, server: ServerProcess) throws {
+        let baseline = server.residentBytes
         poller = epoll_create1(Int32(EPOLL_CLOEXEC))
         var descriptors: [Int32] = []
         descriptors.reserveCapacity(count)
@@ -222,13 +221,7 @@ private final class Subscribers {
         let got = recv(descriptors[index], &chunk, chunk.count, Int32(MSG_DONTWAIT))
         guard got > 0 else { return }
         tallies[index].bytes += got
-        tallies[index].newlines += chunk.withUnsafeBytes { newlines(in: $0[..<got]) }
-    }
-
-    private func newlines(in bytes: Slice<UnsafeRawBufferPointer>) -> Int {
-        var count = 0
-        for byte in bytes where byte == 10 { count += 1 }
-        return count
+        tallies[index].newlines += newlines(in: chunk[..<got])
     }
 
     /// Sends `writes` writes, each once every subscriber has `arrived` at the one before (plus
