@@ -38,6 +38,7 @@ answer-run-spans-gaps|Sources/DiffcastEngine/ApplyEngine+Writes.swift|          
 answer-run-counted-as-one|Sources/DiffcastServer/Connection.swift|            nextSlotToSend += UInt64(requests)|            nextSlotToSend += 1|FanOutTests|DaemonTests
 collection-table-leaves-holes|Sources/DiffcastEngine/CollectionTable.swift|            if !stays {|            if Bool(false) {|CollectionTableTests
 chunk-table-first-copied|Sources/DiffcastCore/ChunkTable.swift|            guard var chunk = first.take() else|            guard var chunk = first else|ChunkTableTests
+item-buffer-shared-storage-written|Sources/DiffcastCore/ItemBuffer.swift|        if isKnownUniquelyReferenced(&storage), header.capacity >= minimumCapacity {|        if header.capacity >= minimumCapacity {|ItemBufferTests
 window-tables-shared|Sources/DiffcastEngine/WindowGroups.swift|        if isKnownUniquelyReferenced(&tables), let tables { return tables }|        if let tables { return tables }|ApplyEngineTests|DiskFullTests
 open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|        last.state.openBatchSlot = Int32(slot)|        _ = last|ApplyEngineTests
 request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if isKnownUniquelyReferenced(&fields) {|            if Bool(true) {|RequestParserTests
@@ -60,6 +61,7 @@ turn-keeps-stale-place|Sources/DiffcastServer/WriteTurns.swift|            if ta
 turn-count-drifts-on-remove|Sources/DiffcastServer/WriteTurns.swift|        guard taker.turnPlace != nil else { return }\n        taker.turnPlace = nil|        taker.turnPlace = nil|WriteTurnsTests
 subscription-taken-without-its-name|Sources/DiffcastServer/Connection.swift|            guard subscriptions.keys[index] == name else { return nil }|            _ = name|FanOutTests
 parallel-partial-write-sent-whole|Sources/DiffcastServer/Server+Writing.swift|                queueWrite(of: taken.chunks, skipping: written, to: connection)|                queueWrite(of: taken.chunks, skipping: 0, to: connection)|DaemonTests
+reading-never-paused|Sources/DiffcastServer/Server+Reading.swift|        guard connection.phase == .reading else { return }\n        if unsentBytes|        guard connection.phase == .reading, Bool(false) else { return }\n        if unsentBytes|DaemonTests
 turn-taken-not-written|Sources/DiffcastServer/Server+Writing.swift|                write(connection)\n                budget -= 1|                if budget > 1 { write(connection) }\n                budget -= 1|DaemonTests
 answer-lingers|Sources/DiffcastServer/Connection.swift|        case .eventStream, .webSocket: queuesOnlyEvents|        case .eventStream, .webSocket: true|FanOutTests
 socket-lines-linger|Sources/DiffcastServer/Connection.swift|        case .lines, .http: false|        case .lines, .http: true|FanOutTests

@@ -46,9 +46,12 @@ import Testing
                     models[which].remove(at: position)
                 }
             }
-            for (index, (table, model)) in zip(tables, models).enumerated()
-            where table.count != model.count || table.map(\.id) != model.map(\.id)
-                || table.map({ Array($0.items) }) != model.map({ Array($0.items) })
+            // The copy just changed is compared at every step, every copy at every 10th: a write
+            // that damaged pages another copy shares leaves that copy wrong until it is checked.
+            let checked = step % 10 == 9 ? Array(tables.indices) : [min(which, tables.count - 1)]
+            for index in checked
+            where tables[index].count != models[index].count || tables[index].map(\.id) != models[index].map(\.id)
+                || tables[index].map({ Array($0.items) }) != models[index].map({ Array($0.items) })
             {
                 Issue.record("step \(step): copy \(index) differs from its array")
                 return

@@ -52,8 +52,14 @@ import Testing
                 buffers[which].removeAll { doomed.contains($0.id) }
                 models[which].removeAll { doomed.contains($0.id) }
             }
-            for (index, (buffer, model)) in zip(buffers, models).enumerated()
-            where Array(buffer) != model || buffer.withUnsafeBufferPointer({ Array($0) }) != model {
+            // The copy just changed is compared at every step, every copy at every 20th: a write
+            // that damaged storage another copy shares leaves that copy wrong until it is checked.
+            let checked = step % 20 == 19 ? Array(buffers.indices) : [min(which, buffers.count - 1)]
+            for index in checked
+            where Array(buffers[index]) != models[index]
+                || buffers[index].withUnsafeBufferPointer({ Array($0) }) != models[index]
+            {
+                let (buffer, model) = (buffers[index], models[index])
                 // The first difference is enough; the rest would only repeat it.
                 Issue.record("step \(step): copy \(index) holds \(buffer.map(\.id)), expected \(model.map(\.id))")
                 return

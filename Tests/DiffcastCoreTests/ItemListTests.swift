@@ -93,7 +93,7 @@ import Testing
             ]))
         _ = document.takeMarks()
         var next = 0
-        for step in 0..<300 {
+        for step in 0..<120 {
             let base = document.snapshot
             for _ in 0..<Int.random(in: 1...6, using: &rng) {
                 let ids = document.snapshot.sections.flatMap { $0.items.map(\.id) }

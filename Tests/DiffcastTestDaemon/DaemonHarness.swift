@@ -208,6 +208,28 @@ public final class Client: @unchecked Sendable {
         }
     }
 
+    /// The bytes received next, whole lines or not (those already read first), or nil on end of
+    /// stream: for a test that checks a flood of answers in bulk rather than line by line.
+    public func readBytes(timeout: Double = 10) throws -> [UInt8]? {
+        if bufferStart < buffer.count {
+            defer { (buffer, bufferStart) = ([], 0) }
+            return Array(buffer[bufferStart...])
+        }
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { throw HarnessError.timeout("bytes from the daemon") }
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(left * 1000)) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            let count = recv(descriptor, &chunk, chunk.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return nil }
+            chunk.removeLast(chunk.count - count)
+            return chunk
+        }
+    }
+
     /// Sends a request and returns its response, keeping events that arrive before it.
     public func request(_ line: String) throws -> JSONValue {
         try send(line)
