@@ -72,19 +72,26 @@ run: release
 	@echo "diffcastd: serving $(SOCKET) (subscribe with: nc -U $(SOCKET))$(if $(HTTP), and http://$(HTTP)/)"
 	.build/release/diffcastd --socket $(SOCKET) $(if $(HTTP),--http $(HTTP))
 
-# Suites run one after another: the integration tests start and kill many processes. Then the
-# shared contract check (../shared/conformance/check.py --contract 3, when it is there) runs
-# against a fresh daemon, so a broken contract shows where the work is done (under CI, .ci/run
-# runs it next on its own).
+# Suites run one after another: the integration tests start and kill many processes. The release
+# build (the daemon check.py runs against, and the package's binaries) is made meanwhile, at the
+# lowest priority, beside the suites of processes, which spend most of their time waiting on
+# daemons, browsers and NATS; the Swift suites, which time their daemons closely, run alone
+# first. Then the shared contract check (../shared/conformance/check.py --contract 3, when it is
+# there) runs against a fresh release daemon, so a broken contract shows where the work is done
+# (under CI, .ci/run runs it next on its own).
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
-	$(MAKE) --no-print-directory test-clients
-	$(MAKE) --no-print-directory test-web
-	$(MAKE) --no-print-directory test-backbone
+	@nice -n 19 $(MAKE) --no-print-directory release > .build/release-beside-tests.log 2>&1 & release=$$!; \
+	status=0; \
+	$(MAKE) --no-print-directory test-clients && $(MAKE) --no-print-directory test-web \
+	  && $(MAKE) --no-print-directory test-backbone || status=$$?; \
+	if ! wait $$release; then \
+	  tail -40 .build/release-beside-tests.log; echo "the release build failed (.build/release-beside-tests.log)"; status=1; \
+	fi; \
+	exit $$status
 	@if [ -n "$$CI" ]; then echo "conformance: .ci/run runs it next"; \
-	elif [ -e $(CHECKER) ]; then \
-	  $(MAKE) --no-print-directory release && CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3; \
+	elif [ -e $(CHECKER) ]; then CHECKER=$(CHECKER) ./scripts/conformance.sh --contract 3; \
 	else echo "conformance: $(CHECKER) not found; skipped"; fi
 
 # The Python client, installed with pip into .build/python, tested against the real daemon; then
