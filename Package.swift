@@ -93,8 +93,7 @@ let package = Package(
         .target(
             name: "DiffcastServer",
             dependencies: [
-                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastStorage", "DiffcastAccess",
-                "CLibUV", "CSystem",
+                "DiffcastCore", "DiffcastWire", "DiffcastHTTP", "DiffcastEngine", "DiffcastAccess", "CLibUV", "CSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

@@ -43,7 +43,10 @@ window-tables-shared|Sources/DiffcastEngine/WindowGroups.swift|        if isKnow
 open-batch-slot-kept-on-move|Sources/DiffcastEngine/ApplyEngine+Writes.swift|        last.state.openBatchSlot = Int32(slot)|        _ = last|ApplyEngineTests
 request-line-set-in-shared-box|Sources/DiffcastWire/Request.swift|            if isKnownUniquelyReferenced(&fields) {|            if Bool(true) {|RequestParserTests
 request-keeps-line-regardless|Sources/DiffcastWire/Request.swift|        if keep {|        if Bool(true) {|RequestParserTests
-journal-without-lines|Sources/DiffcastServer/Server.swift|        parser.keepsLines = store != nil|        parser.keepsLines = Bool(false) && store != nil|DurabilityTests
+journal-without-lines|Sources/DiffcastServer/Server.swift|        parser.keepsLines = commit?.keepsLogRecords == true|        parser.keepsLines = Bool(false) && commit?.keepsLogRecords == true|DurabilityTests
+wal-records-never-written|Sources/DiffcastStorage/WriteAheadLogCommit.swift|            try store.append(records)|            _ = records|DurabilityTests
+wal-refused-batch-kept|Sources/DiffcastStorage/WriteAheadLogCommit.swift|            engine.rollBackLastBatch()\n            let wasWritable|            let wasWritable|DiskFullTests
+wal-read-only-kept-after-room|Sources/DiffcastStorage/WriteAheadLogCommit.swift|            guard let self, self.store.hasRoom() else { return }|            guard let self, Bool(false), self.store.hasRoom() else { return }|DiskFullTests
 workspace-lent-unemptied|Sources/DiffcastWire/RequestParser.swift|                    tokens.removeAll(keepingCapacity: true)|                    _ = tokens|RequestParserTests
 access-kept-across-reload|Sources/DiffcastServer/Server+Access.swift|        for connection in connections.values {|        for connection in connections.values where Bool(false) {|AccessTests
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
@@ -150,6 +153,8 @@ backbone-lease-kept-on-stop|Sources/DiffcastBackbone/NATSBackbone.swift|        
 sse-resume-query-ignored|Sources/DiffcastHTTP/HTTPRouter.swift|        } else if let since = query["since"].flatMap(UInt64.init) {|        } else if Bool(false), let since = query["since"].flatMap(UInt64.init) {|py:Tests/HTTP/test_http.py::test_server_sent_events_resume_from_the_query_and_start_anew_on_another_epoch
 lingering-flag-never-cleared|Sources/DiffcastServer/Server+Writing.swift|            connection.isLingering = false\n            write(connection)|            write(connection)|py:Tests/HTTP/test_http.py::test_server_sent_events_resume_with_last_event_id_and_one_changeset
 cors-preflight-headers-cut|Sources/DiffcastHTTP/HTTPRouter.swift|"Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID",|"Access-Control-Allow-Headers: Content-Type",|py:Tests/HTTP/test_http.py::test_a_cors_preflight_names_what_a_page_may_send
+heartbeat-never-sent|Sources/DiffcastServer/Server+HTTP.swift|            connection.enqueue(SharedBytes(ServerSentEvents.heartbeat))|            _ = ServerSentEvents.heartbeat|py:Tests/HTTP/test_http.py::test_an_idle_event_stream_gets_heartbeats_and_its_events_between_them
+heartbeat-setting-dropped|Sources/DiffcastConfiguration/DaemonSettings.swift|        server.streamHeartbeatMilliseconds = UInt64(settings.streamHeartbeatMs)\n|\n|DaemonSettingsTests
 option-not-copied|Sources/diffcastd/Diffcastd.swift|        if let streamLingerMs { settings.streamLingerMs = streamLingerMs }|        _ = streamLingerMs|py:Tests/EndToEnd/test_settings.py
 websocket-after-pipelined-taken|Sources/DiffcastServer/Server+HTTP.swift|        case .webSocket(let accept):\n            guard connection.outstandingRequests == 0 else {|        case .webSocket(let accept):\n            guard Bool(true) else {|py:Tests/HTTP/test_http.py::test_a_websocket_upgrade_after_pipelined_requests_is_refused_once_they_are_answered
 EOF

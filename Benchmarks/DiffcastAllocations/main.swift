@@ -15,7 +15,7 @@ import Foundation
 func engineHolding(size: Int) throws -> ApplyEngine {
     let engine = try Fixtures.engineHolding(size: size)
     // As in a daemon without a state directory: no log records are made (nothing would take them).
-    engine.journals = false
+    engine.keepsLogRecords = false
     _ = engine.process([try Fixtures.job("subscribe c", 1, connection: 1)])
     return engine
 }
@@ -103,7 +103,7 @@ print("|---:|---:|---:|")
 do {
     let collections = 10_000
     let engine = ApplyEngine()
-    engine.journals = false
+    engine.keepsLogRecords = false
     let lines = (0..<collections).map {
         Array(#"{"op":"apply","collection":"c\#($0)","sections":[{"id":"s","items":["i"]}]}"#.utf8)
     }

@@ -20,7 +20,7 @@ final class ServerProcess: @unchecked Sendable {
         // DIFFCAST_BENCH_SERVER_LOG names a file to take the servers' standard error.
         process.standardError =
             ProcessInfo.processInfo.environment["DIFFCAST_BENCH_SERVER_LOG"].flatMap {
-                FileManager.default.createFile(atPath: $0, contents: nil)
+                _ = FileManager.default.createFile(atPath: $0, contents: nil)
                 return FileHandle(forWritingAtPath: $0)
             } ?? FileHandle.nullDevice
         try process.run()

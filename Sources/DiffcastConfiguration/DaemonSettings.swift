@@ -17,6 +17,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var http: String?
     public var httpOrigins: [String] = []
     public var streamLingerMs = 1
+    public var streamHeartbeatMs = 15_000
     public var ioThreads = 1
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
@@ -64,6 +65,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         case maxConnections = "max_connections", maxCollections = "max_collections"
         case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics, http
         case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms", ioThreads = "io_threads"
+        case streamHeartbeatMs = "stream_heartbeat_ms"
         case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
         case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
         case authKeys = "auth_keys", authAudience = "auth_audience", authIssuer = "auth_issuer"
@@ -85,6 +87,8 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         http = try file.decodeIfPresent(String.self, forKey: .http)
         httpOrigins = try file.decodeIfPresent([String].self, forKey: .httpOrigins) ?? defaults.httpOrigins
         streamLingerMs = try file.decodeIfPresent(Int.self, forKey: .streamLingerMs) ?? defaults.streamLingerMs
+        streamHeartbeatMs =
+            try file.decodeIfPresent(Int.self, forKey: .streamHeartbeatMs) ?? defaults.streamHeartbeatMs
         ioThreads = try file.decodeIfPresent(Int.self, forKey: .ioThreads) ?? defaults.ioThreads
         logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
         maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
@@ -132,6 +136,9 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         backboneTlsKey = try file.decodeIfPresent(String.self, forKey: .backboneTlsKey)
     }
 
+    /// Every key a configuration file may hold, as it is spelled there.
+    public static var keys: [String] { CodingKeys.allCases.map(\.rawValue) }
+
     /// Reads a configuration file; an unknown key or a value of the wrong type is an error
     /// naming it.
     public static func load(yaml text: String, from path: String) throws(SettingsError) -> DaemonSettings {
@@ -143,7 +150,7 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         }
         guard let node else { return DaemonSettings() }
         guard let mapping = node.mapping else { throw SettingsError("\(path): expected key: value lines") }
-        let known = Set(CodingKeys.allCases.map(\.rawValue))
+        let known = Set(keys)
         for key in mapping.keys {
             guard let name = key.string, known.contains(name) else {
                 throw SettingsError("\(path): unknown key '\(key.string ?? "?")' (line \(key.mark?.line ?? 0))")
@@ -239,6 +246,9 @@ public struct ValidatedSettings: Sendable {
         guard (0...1000).contains(settings.streamLingerMs) else {
             throw SettingsError("stream_linger_ms: 0 to 1000, got \(settings.streamLingerMs)")
         }
+        guard (100...3_600_000).contains(settings.streamHeartbeatMs) else {
+            throw SettingsError("stream_heartbeat_ms: 100 to 3600000, got \(settings.streamHeartbeatMs)")
+        }
         guard (1...64).contains(settings.ioThreads) else {
             throw SettingsError("io_threads: 1 to 64, got \(settings.ioThreads)")
         }
@@ -310,6 +320,7 @@ public struct ValidatedSettings: Sendable {
         server.httpAddress = settings.http
         server.httpOrigins = settings.httpOrigins
         server.streamLingerMilliseconds = UInt64(settings.streamLingerMs)
+        server.streamHeartbeatMilliseconds = UInt64(settings.streamHeartbeatMs)
         server.ioThreads = settings.ioThreads
         server.maximumLineBytes = settings.maxLineBytes
         server.maximumUnsentBytes = settings.maxUnsentBytes
@@ -372,6 +383,7 @@ public struct ValidatedSettings: Sendable {
         if old.metrics != new.metrics { keys.append("metrics") }
         if old.http != new.http || old.httpOrigins != new.httpOrigins { keys.append("http") }
         if old.streamLingerMs != new.streamLingerMs { keys.append("stream_linger_ms") }
+        if old.streamHeartbeatMs != new.streamHeartbeatMs { keys.append("stream_heartbeat_ms") }
         if old.ioThreads != new.ioThreads { keys.append("io_threads") }
         if old.stateDir != new.stateDir { keys.append("state_dir") }
         if old.sync != new.sync { keys.append("sync") }

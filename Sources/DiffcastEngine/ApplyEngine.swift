@@ -28,11 +28,10 @@ public final class ApplyEngine {
     private var statisticsBeforeBatch = ApplyStatistics()
     /// The last window group made (`nextWindowGroup`).
     var lastWindowGroup: WindowGroupID = 0
-    /// Whether batches are journaled: their log records kept, and what they change remembered
-    /// so that they can be undone (`rollBackLastBatch`) when the records cannot be written.
-    /// Without a state store or a shared log there is nothing to write them to, and a batch
-    /// is final as soon as it is applied.
-    public var journals = true
+    /// Whether a batch's log records are kept, and what it changes remembered so that it can be
+    /// undone (`rollBackLastBatch`) when the records cannot be written. The `BatchCommit` sets it:
+    /// in memory alone there is nothing to write them to, and a batch is final once applied.
+    public var keepsLogRecords = true
     /// While set, writes (and anything else that would have to be logged) are answered
     /// `unavailable` with this reason; reads and subscriptions go on.
     public var readOnlyReason: String?
@@ -102,7 +101,7 @@ public final class ApplyEngine {
     /// records: for a batch whose records could not be made durable. Its outcomes must not be
     /// delivered.
     public func rollBackLastBatch() {
-        assert(journals, "a batch that is not journaled cannot be undone")
+        assert(keepsLogRecords, "a batch whose changes were not remembered cannot be undone")
         for (name, saved) in undo {
             if let saved {
                 saved.state.restore(saved)
@@ -121,7 +120,7 @@ public final class ApplyEngine {
 
     /// Remembers how a collection was before the current batch first changes it.
     func rememberBeforeChange(_ name: String) {
-        guard journals, undo[name] == nil else { return }
+        guard keepsLogRecords, undo[name] == nil else { return }
         undo[name] = .some(collections[name]?.save())
     }
 
@@ -215,7 +214,7 @@ public final class ApplyEngine {
     }
 
     func journal(_ record: @autoclosure () -> LogRecord) {
-        if journals { logRecords.append(record()) }
+        if keepsLogRecords { logRecords.append(record()) }
     }
 
     /// Everything to log since the last call, in order.

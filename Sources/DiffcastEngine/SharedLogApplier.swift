@@ -1,6 +1,6 @@
-import CSystem
 import DiffcastCore
 import DiffcastWire
+import Dispatch
 import Logging
 
 /// The apply queue's work when daemons share collections through a `Backbone`. Every daemon
@@ -50,6 +50,7 @@ public final class SharedLogApplier {
     /// Takes every collection's snapshot, then applies the log through its end at start: the
     /// daemon serves once this returns.
     public func join(_ start: BackboneStart) -> [Outcome] {
+        engine.keepsLogRecords = true
         for bytes in start.snapshots {
             guard let snapshot = SharedLogSnapshot(decoding: bytes) else {
                 logger.error("a shared-log snapshot does not decode or its digest does not match; skipped")
@@ -273,7 +274,7 @@ public final class SharedLogApplier {
             : "\(epochOf(records) ?? position?.epoch ?? "-"):\(position?.version ?? 0):\(node)"
         switch backbone.append(records, of: name, after: logPosition[name] ?? 0, messageID: messageID) {
         case .stored(let sequence):
-            if engine.commitLastBatch() { dc_release_free_memory() }
+            engine.finalizeLastBatch()
             logPosition[name] = sequence
             snapshotIfDue(name, at: sequence)
             return produced
@@ -321,4 +322,19 @@ extension Job {
         case .setLimits: nil
         }
     }
+}
+
+/// Batches through the shared log: `run` is the commit, and the backbone's own threads, not timers
+/// on the apply thread, bring what other daemons wrote (waking the queue).
+extension SharedLogApplier: BatchCommit {
+    public func commit(_ jobs: [Job]) -> [Outcome] { run(jobs) }
+
+    public var keepsLogRecords: Bool { true }
+
+    public func start(
+        on queue: DispatchQueue, deliver: @escaping @Sendable ([Outcome]) -> Void,
+        recordSyncDuration: (@Sendable (Duration) -> Void)?
+    ) {}
+
+    public func finish() { stop() }
 }

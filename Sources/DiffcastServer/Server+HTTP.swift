@@ -11,9 +11,6 @@ import DiffcastWire
 /// and the fan-out, with its slow-subscriber policy, serves it unchanged: only the framing of
 /// what `Connection` queues differs (`Transport`).
 extension Server {
-    /// Comment lines on idle event streams keep proxies from closing them.
-    static let eventStreamHeartbeatMilliseconds: UInt64 = 15_000
-
     func httpRequestReader() -> HTTPRequestReader {
         HTTPRequestReader(maximumHeadBytes: 16 * 1024, maximumBodyBytes: configuration.maximumLineBytes)
     }

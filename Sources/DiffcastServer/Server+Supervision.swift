@@ -53,7 +53,7 @@ extension Server {
         // Tokens expire within a second, whenever a key set may be configured (a reload can add one).
         try every(1000) { timer in Server.from(timer)?.expireTokens() }
         if configuration.httpAddress != nil {
-            try every(Self.eventStreamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
+            try every(configuration.streamHeartbeatMilliseconds) { timer in Server.from(timer)?.sendHeartbeats() }
             if configuration.streamLingerMilliseconds > 0 {
                 let timer = LoopHandles.make(uv_timer_t.self, UV_TIMER)
                 try check(uv_timer_init(loop, timer), "uv_timer_init", orDiscard: timer)

@@ -4,7 +4,6 @@ import DiffcastAccess
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
-import DiffcastStorage
 import DiffcastWire
 import Glibc
 import Logging
@@ -114,13 +113,15 @@ public final class Server {
     }
 
     /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
+    /// `commit` makes each batch of writes final (in memory by default; `WriteAheadLogCommit`
+    /// with a state directory); with a `backbone`, its shared log does from the start.
     public func run(
-        engine: ApplyEngine, store: StateStore? = nil, backbone: Backbone? = nil, onReady: () -> Void = {}
+        engine: ApplyEngine, commit: (any BatchCommit)? = nil, backbone: Backbone? = nil, onReady: () -> Void = {}
     ) throws {
         dc_ignore_sigpipe()
         dc_unblock_signals()
         // A request's line is for the journal and the backbone: without either, not copied.
-        parser.keepsLines = store != nil || backbone != nil
+        parser.keepsLines = commit?.keepsLogRecords == true || backbone != nil
         try check(uv_loop_init(loop), "uv_loop_init")
         loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         let asyncHandle = LoopHandles.make(uv_async_t.self, UV_ASYNC)
@@ -135,17 +136,9 @@ public final class Server {
         let turnHandle = LoopHandles.make(uv_idle_t.self, UV_IDLE)
         try check(uv_idle_init(loop, turnHandle), "uv_idle_init", orDiscard: turnHandle)
         self.turnHandle = turnHandle
-        let logger = self.logger
         applyQueue = ApplyQueue(
-            engine: engine, store: store, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
-            metrics: metrics,
-            onPersistenceFailure: { error in
-                // Fail-stop only where nothing else is safe: the log could not be cut back to its
-                // last good record (a full disk alone is answered `unavailable`).
-                logger.critical("cannot keep the state directory consistent, stopping: \(error)")
-                exit(70)
-            },
-            deliver: { mailbox.post($0) })
+            engine: engine, commit: commit, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
+            metrics: metrics, deliver: { mailbox.post($0) })
         if let backbone, let applyQueue {
             try applyQueue.attach(backbone, snapshotEvery: configuration.backboneSnapshotEvery, logger: logger)
         }

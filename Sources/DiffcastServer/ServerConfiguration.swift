@@ -32,6 +32,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// How long the events of an SSE or WebSocket stream may wait to be written together (0:
     /// each at once). See `Server.mayLinger`.
     public var streamLingerMilliseconds: UInt64 = 1
+    /// How often an SSE stream gets a comment line (`ServerSentEvents.heartbeat`), so that
+    /// proxies and load balancers do not close it while no event is due.
+    public var streamHeartbeatMilliseconds: UInt64 = 15_000
     /// Threads that write a slice of subscribers together: the loop and `ioThreads - 1`
     /// helpers (`WriterThreads`); 1 writes on the loop alone.
     public var ioThreads = 1

@@ -74,6 +74,9 @@ struct Diffcastd: ParsableCommand {
         help: "Milliseconds an SSE or WebSocket stream's events may wait to be written together (0: at once).")
     var streamLingerMs: Int?
 
+    @Option(help: "Milliseconds between the comment lines that keep an idle SSE stream open through proxies.")
+    var streamHeartbeatMs: Int?
+
     @Option(
         help: "Threads that write to subscribers together: the loop and io_threads - 1 helpers (1: the loop alone).")
     var ioThreads: Int?
@@ -217,11 +220,16 @@ struct Diffcastd: ParsableCommand {
             let engine = ApplyEngine(
                 historyLimits: validated.server.history, limits: validated.server.limits,
                 requestLimits: validated.server.requestLimits, logger: logger)
-            var store: StateStore?
+            var commit: (any BatchCommit)?
             if let directory = validated.stateDirectory {
-                let opened = try StateStore(directory: directory, options: validated.store, logger: logger)
-                try opened.recover(into: engine)
-                store = opened
+                let store = try StateStore(directory: directory, options: validated.store, logger: logger)
+                try store.recover(into: engine)
+                commit = WriteAheadLogCommit(engine: engine, store: store) { error in
+                    // Fail-stop only where nothing else is safe: the log could not be cut back to
+                    // its last good record (a full disk alone is answered `unavailable`).
+                    logger.critical("cannot keep the state directory consistent, stopping: \(error)")
+                    Foundation.exit(70)
+                }
             }
             var backbone: NATSBackbone?
             if let options = validated.backbone {
@@ -235,7 +243,7 @@ struct Diffcastd: ParsableCommand {
             let state =
                 validated.stateDirectory.map { "\($0) (sync \(validated.store.sync.rawValue))" }
                 ?? (backbone != nil ? "shared through the backbone" : "in memory only: a restart loses everything")
-            try server.run(engine: engine, store: store, backbone: backbone) {
+            try server.run(engine: engine, commit: commit, backbone: backbone) {
                 logger.info(
                     "ready",
                     metadata: [
@@ -277,6 +285,7 @@ struct Diffcastd: ParsableCommand {
         if let slowSubscriberPolicy { settings.slowSubscriberPolicy = slowSubscriberPolicy }
         if let coalesceWindowMs { settings.coalesceWindowMs = coalesceWindowMs }
         if let streamLingerMs { settings.streamLingerMs = streamLingerMs }
+        if let streamHeartbeatMs { settings.streamHeartbeatMs = streamHeartbeatMs }
         if let ioThreads { settings.ioThreads = ioThreads }
         if let historyVersions { settings.historyVersions = historyVersions }
         if let stateDir { settings.stateDir = stateDir }

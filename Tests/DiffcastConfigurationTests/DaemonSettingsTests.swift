@@ -15,14 +15,8 @@ import Testing
         #expect(settings == DaemonSettings())
         _ = try ValidatedSettings(settings)
         // Every key appears in the file, so every option is documented there.
-        for key in [
-            "socket", "tcp", "tcp_token", "log_level", "max_line_bytes", "max_unsent_bytes",
-            "slow_subscriber_policy", "coalesce_window_ms", "history_versions", "state_dir", "sync",
-            "sync_interval_ms", "checkpoint_log_bytes", "max_connections", "max_collections",
-            "max_items_per_collection", "publishers", "subscribers", "stream_linger_ms",
-            "auth_keys", "auth_audience", "auth_issuer", "auth_leeway_s", "auth_anonymous",
-            "max_connections_per_subject", "trusted_proxies",
-        ] {
+        #expect(DaemonSettings.keys.count > 40 && DaemonSettings.keys.contains("stream_heartbeat_ms"))
+        for key in DaemonSettings.keys {
             #expect(text.contains("\n\(key): "), "\(key) is not in the shipped file")
         }
     }
@@ -52,6 +46,18 @@ import Testing
         } catch {
             #expect(error.description.contains("sync"))
         }
+        for (key, value) in [
+            ("stream_heartbeat_ms", 99), ("stream_heartbeat_ms", 3_600_001), ("stream_linger_ms", 1001),
+        ] {
+            do {
+                _ = try ValidatedSettings(try DaemonSettings.load(yaml: "\(key): \(value)\n", from: "f.yaml"))
+                Issue.record("\(key): \(value) was accepted")
+            } catch {
+                #expect(error.description.contains(key))
+            }
+        }
+        let beating = try ValidatedSettings(try DaemonSettings.load(yaml: "stream_heartbeat_ms: 250\n", from: "f.yaml"))
+        #expect(beating.server.streamHeartbeatMilliseconds == 250)
     }
 
     @Test func aBackboneIsCheckedAndTakesOverFromTheStateDirectory() throws {

@@ -26,7 +26,7 @@ import Testing
             .appendingPathComponent("diffcast-sync-\(UUID().uuidString)").path
         let store = try StateStore(directory: directory, options: options, logger: quiet)
         let engine = ApplyEngine()
-        engine.journals = true
+        engine.keepsLogRecords = true
         try store.recover(into: engine)
         var slot: UInt64 = 0
         let append = {

@@ -123,6 +123,30 @@ def test_server_sent_events_resume_with_last_event_id_and_one_changeset(http_dae
     resumed.close()
 
 
+def test_an_idle_event_stream_gets_heartbeats_and_its_events_between_them():
+    # Every 200 ms a comment line, event or not, so that a proxy does not close the stream as idle;
+    # a comment is a line of its own between events, and a reader that skips comments (as
+    # EventSource does) sees the events unchanged.
+    with HTTPDaemon(["--stream-heartbeat-ms", "200"]) as daemon:
+        write(daemon, 'apply beat {"sections":[{"id":"s"}]}')
+        stream = EventStream(daemon, "/v1/collections/beat/events")
+        assert stream.next()[1] == "snapshot"
+        stream.socket.settimeout(10)
+        heartbeats = 0
+        while heartbeats < 3:
+            line = stream.reader.readline()
+            assert line != b"", "the stream ended"
+            if line == b": heartbeat\n":
+                assert stream.reader.readline() == b"\n"
+                heartbeats += 1
+            else:
+                assert line == b"\n", line
+        write(daemon, 'append_items beat {"items":["a"]}')
+        _, kind, event = stream.next()
+        assert (kind, event["version"], event["items"]["inserted"]) == ("changeset", 2, [{"at": [0, 0], "id": "a"}])
+        stream.close()
+
+
 def test_server_sent_events_resume_from_the_query_and_start_anew_on_another_epoch(tmp_path):
     # Two versions of history: a resume from further back gets the whole state.
     with HTTPDaemon(["--history-versions", "2"]) as daemon:
