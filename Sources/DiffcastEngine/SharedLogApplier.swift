@@ -326,6 +326,16 @@ extension Job {
 
 /// Batches through the shared log: `run` is the commit, and the backbone's own threads, not timers
 /// on the apply thread, bring what other daemons wrote (waking the queue).
+///
+/// `commit` blocks the apply thread on NATS, by design and within bounds. A batch is final only
+/// once the shared log has stored it (its place among every daemon's writes is the log's), so no
+/// outcome of it may leave before, and the next batch must see it. Each wait is bounded: an
+/// append retries through a stream leader election for at most 15 s, 2 s an attempt
+/// (`NATSBackbone.appendPatienceMilliseconds`), then its writes are answered `unavailable`; a
+/// write forwarded to its collection's owner waits a lease and 2 s, serving what arrives from the
+/// log meanwhile; the log is awaited at most `logWaitMilliseconds`; a snapshot is published
+/// within 5 s or skipped. Meanwhile the loop thread goes on reading and writing every socket;
+/// jobs queue behind the batch and coalesce into the next.
 extension SharedLogApplier: BatchCommit {
     public func commit(_ jobs: [Job]) -> [Outcome] { run(jobs) }
 

@@ -39,12 +39,8 @@ final class Connection: TurnTaking, Identifiable {
     private var answeredOutOfTurn: [UInt64: PendingAnswer] = [:]
     /// Failed `auth` attempts; past a few the connection is closed.
     var failedAuthentications = 0
-    private var outbound: [SharedBytes] = []
-    /// Whether `outbound` holds an answer (a client waits for it, so it never lingers).
-    private var holdsAnswer = false
-    private var outboundBytes = 0
-    private(set) var bytesInFlight = 0
-    private(set) var isWriting = false
+    /// What is queued to go out and the write in progress.
+    var pending = PendingWrites()
     /// Whether the connection is in the loop's list of connections to write (`Server.dirty`).
     var isDirty = false
     /// Whether the connection waits in the loop's list of lingering streams (`Server.lingering`).
@@ -69,7 +65,7 @@ final class Connection: TurnTaking, Identifiable {
     }
 
     /// Bytes queued or being written but not yet taken by the kernel.
-    var unsentBytes: Int { outboundBytes + bytesInFlight }
+    var unsentBytes: Int { pending.unsentBytes }
 
     /// Requests read whose responses have not been queued yet.
     var outstandingRequests: UInt64 { nextSlot - nextSlotToSend }
@@ -108,7 +104,7 @@ final class Connection: TurnTaking, Identifiable {
         if phase == .reading || phase == .paused { phase = .finishing }
     }
 
-    var hasOutbound: Bool { !outbound.isEmpty }
+    var hasOutbound: Bool { !pending.isEmpty }
 
     /// Whether this is a scrape of the metrics listener rather than a client.
     var servesMetricsOnly: Bool {
@@ -165,14 +161,13 @@ final class Connection: TurnTaking, Identifiable {
         return subscription.version >= mark.version
     }
 
-    func enqueue(_ bytes: SharedBytes) {
+    func enqueue(_ bytes: SharedBytes, isAnswer: Bool = false) {
         guard bytes.count > 0, !isClosing else { return }
-        outbound.append(bytes)
-        outboundBytes += bytes.count
+        pending.append(bytes, isAnswer: isAnswer)
     }
 
-    private func enqueue(_ bytes: [UInt8]) {
-        enqueue(SharedBytes(bytes))
+    private func enqueue(_ bytes: [UInt8], isAnswer: Bool = false) {
+        enqueue(SharedBytes(bytes), isAnswer: isAnswer)
     }
 
     /// Queues an event, framed for the transport (the framed bytes are shared by every
@@ -189,7 +184,9 @@ final class Connection: TurnTaking, Identifiable {
     /// nil when the connection follows no such collection. A connection that follows one
     /// collection, as most do, compares that name and hashes nothing: a dictionary access
     /// would hash the name once per subscriber and version.
-    func advanceSubscription(to name: String, from: UInt64, to version: UInt64, fits: Bool) -> Subscription.Advance? {
+    func advanceSubscription(to name: String, from: UInt64, to version: UInt64, withinUnsentLimit: Bool) -> Subscription
+        .Advance?
+    {
         let index: [String: Subscription].Index
         if subscriptions.count == 1 {
             index = subscriptions.startIndex
@@ -198,7 +195,7 @@ final class Connection: TurnTaking, Identifiable {
             guard let found = subscriptions.index(forKey: name) else { return nil }
             index = found
         }
-        return subscriptions.values[index].advance(from: from, to: version, fits: fits)
+        return subscriptions.values[index].advance(from: from, to: version, withinUnsentLimit: withinUnsentLimit)
     }
 
     /// Queues the same answer to `requests` requests in turn: on a socket as one buffer of
@@ -210,23 +207,21 @@ final class Connection: TurnTaking, Identifiable {
 
     /// Queues the answer next in turn, framed for the transport.
     private func enqueue(answer: SharedBytes) {
-        let queued = outbound.count
-        defer { if outbound.count > queued { holdsAnswer = true } }
         switch transport {
-        case .lines: enqueue(answer)
-        case .webSocket(let codec): enqueue(answer.withUnsafeBytes(codec.frame))
+        case .lines: enqueue(answer, isAnswer: true)
+        case .webSocket(let codec): enqueue(answer.withUnsafeBytes(codec.frame), isAnswer: true)
         case .eventStream:
             // The stream's events say what the subscribe's success would; a refusal is sent as
             // an `error` event, and the stream ends.
             guard answer.withUnsafeBytes(HTTPResponse.status(ofAnswer:)) != 200 else { return }
-            enqueue(Array("event: error\ndata: ".utf8))
-            enqueue(answer)
-            enqueue(Self.newline)
+            enqueue(Array("event: error\ndata: ".utf8), isAnswer: true)
+            enqueue(answer, isAnswer: true)
+            enqueue(Self.newline, isAnswer: true)
             finish()
         case .http(let exchanges):
-            guard !exchanges.pending.isEmpty else { return enqueue(answer) }
+            guard !exchanges.pending.isEmpty else { return enqueue(answer, isAnswer: true) }
             let exchange = exchanges.pending.removeFirst()
-            enqueue(exchange.frame(answer))
+            enqueue(exchange.frame(answer), isAnswer: true)
             if exchange.closesConnection { finish() }
         }
     }
@@ -243,71 +238,11 @@ final class Connection: TurnTaking, Identifiable {
     }
 
     /// Whether everything queued is events (a client waiting for an answer is written at once).
-    var queuesOnlyEvents: Bool { !holdsAnswer }
-
-    /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue
-    /// keeps its storage, where handing it to each write would make the next event allocate
-    /// another.
-    func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
-        body(outbound.prefix(limit))
-    }
-
-    /// Forgets the first `count` queued buffers, `bytes` in all, which the kernel took whole.
-    func dropWritten(_ count: Int, bytes: Int) {
-        if count == outbound.count {
-            // Room for a few dozen events is kept; more goes (a burst would hold it for good).
-            if outbound.capacity > Self.keptQueueCapacity {
-                outbound = []
-            } else {
-                outbound.removeAll(keepingCapacity: true)
-            }
-            holdsAnswer = false
-        } else {
-            outbound.removeFirst(count)
-        }
-        outboundBytes -= bytes
-    }
-
-    private static let keptQueueCapacity = 64
-
-    /// Takes up to `limit` queued buffers for one vectored write.
-    func takeOutbound(limit: Int) -> [SharedBytes] {
-        let taken: [SharedBytes]
-        if outbound.count <= limit {
-            taken = outbound
-            outbound = []
-            holdsAnswer = false
-        } else {
-            taken = Array(outbound.prefix(limit))
-            outbound.removeFirst(taken.count)
-        }
-        let bytes = taken.reduce(0) { $0 + $1.count }
-        outboundBytes -= bytes
-        bytesInFlight += bytes
-        isWriting = true
-        return taken
-    }
-
-    /// The kernel took `bytes` of the write in progress; the rest is still being written.
-    func sent(bytes: Int) {
-        bytesInFlight -= bytes
-    }
-
-    func writeFinished(bytes: Int) {
-        bytesInFlight -= bytes
-        isWriting = false
-    }
-
-    /// Forgets queued bytes that no write has taken yet.
-    func discardOutbound() {
-        outbound = []
-        outboundBytes = 0
-    }
+    var queuesOnlyEvents: Bool { !pending.holdsAnswer }
 
     func markClosing() {
         phase = .closing
-        outbound = []
-        outboundBytes = 0
+        pending.discardQueued()
     }
 }
 
@@ -423,7 +358,7 @@ struct Subscription {
         /// The subscription moved to the new version: its event is to be queued.
         case advanced
         /// It does not hold the event's `from`, or its connection is over its unsent-bytes
-        /// limit (`fits` false): it falls behind.
+        /// limit (`withinUnsentLimit` false): it falls behind.
         case behind
         /// It is behind already; a catch-up follows.
         case lagging
@@ -431,9 +366,9 @@ struct Subscription {
 
     /// Moves a current subscription that holds `from` to `to`, in one dictionary access per
     /// subscriber and version.
-    mutating func advance(from: UInt64, to: UInt64, fits: Bool) -> Advance {
+    mutating func advance(from: UInt64, to: UInt64, withinUnsentLimit: Bool) -> Advance {
         guard !isLagging else { return .lagging }
-        guard version == from && fits else { return .behind }
+        guard version == from && withinUnsentLimit else { return .behind }
         version = to
         return .advanced
     }

@@ -114,8 +114,8 @@ final class FanOut {
         publishedVersions[name] = to
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
         for connection in members {
-            let fits = !policy.unsentBytes.isAbove(connection.unsentBytes)
-            switch connection.advanceSubscription(to: name, from: from, to: to, fits: fits) {
+            let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
+            switch connection.advanceSubscription(to: name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
                 queue(event, to: connection)
                 connection.releaseAnswers()
@@ -352,7 +352,7 @@ final class FanOut {
         logger.warning("disconnecting a slow subscriber", metadata: ["connection": "\(connection.id)"])
         removeSubscriptions(of: connection)
         host.stopReading(connection)
-        connection.discardOutbound()
+        connection.pending.discardQueued()
         let limit = policy.unsentBytes.high
         let line = WireEncoder.disconnectEvent(
             code: "limit_exceeded", message: "more than \(limit) bytes unsent (max_unsent_bytes): disconnected")

@@ -245,7 +245,7 @@ extension Server {
     /// Shuts the stream down once every request has its answer and every byte is written.
     func finishIfDone(_ connection: Connection) {
         guard connection.phase == .finishing, connection.outstandingRequests == 0,
-            !connection.hasOutbound, !connection.isWriting
+            !connection.hasOutbound, !connection.pending.isWriting
         else { return }
         connection.markClosing()
         let request = LoopHandles.makeShutdown()

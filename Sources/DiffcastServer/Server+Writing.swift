@@ -117,10 +117,10 @@ extension Server {
         parallelBuffers.removeAll(keepingCapacity: true)
         var taken: [(connection: Connection, chunks: [SharedBytes], bytes: Int)] = []
         taken.reserveCapacity(slice.count)
-        for connection in slice where !connection.isWriting && connection.hasOutbound && !connection.isClosing {
+        for connection in slice where !connection.pending.isWriting && connection.hasOutbound && !connection.isClosing {
             var descriptor: uv_os_fd_t = -1
             guard uv_fileno(dc_handle(connection.handle), &descriptor) == 0 else { continue }
-            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
+            let chunks = connection.pending.take(limit: Self.buffersPerWrite)
             let first = parallelBuffers.count
             let bytes = WriteBuffers.append(chunks, skipping: 0, to: &parallelBuffers)
             parallelWrites.append(
@@ -132,14 +132,14 @@ extension Server {
         for (write, taken) in zip(parallelWrites, taken) {
             let connection = taken.connection
             if write.result == taken.bytes {
-                connection.writeFinished(bytes: taken.bytes)
+                connection.pending.writeFinished(bytes: taken.bytes)
                 fanOut.requestCatchUpsIfDrained(connection)
             } else if write.result >= 0 || write.result == -Int(EAGAIN) {
                 let written = max(write.result, 0)
-                connection.sent(bytes: written)
+                connection.pending.sent(bytes: written)
                 queueWrite(of: taken.chunks, skipping: written, to: connection)
             } else {
-                connection.writeFinished(bytes: taken.bytes)
+                connection.pending.writeFinished(bytes: taken.bytes)
                 close(connection)
             }
         }
@@ -158,7 +158,7 @@ extension Server {
     /// for the peer's delayed ACK, which is the tail latency); lingering, a subscriber gets the
     /// events of the last millisecond in one write.
     func mayLinger(_ connection: Connection) -> Bool {
-        lingerTimer != nil && connection.mayLinger && !connection.isWriting && !connection.isFinishing
+        lingerTimer != nil && connection.mayLinger && !connection.pending.isWriting && !connection.isFinishing
             && connection.unsentBytes < Self.lingerBytes
     }
 
@@ -189,13 +189,13 @@ extension Server {
     /// kernel takes them all, the usual case, the write costs no request, no callback and no
     /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     func startWrite(_ connection: Connection) {
-        while !connection.isWriting, connection.hasOutbound, !connection.isClosing {
-            let (count, total) = connection.withQueued(limit: Self.buffersPerWrite) { chunks in
+        while !connection.pending.isWriting, connection.hasOutbound, !connection.isClosing {
+            let (count, total) = connection.pending.withQueued(limit: Self.buffersPerWrite) { chunks in
                 (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
             }
             let written = tryWrite(connection)
             if Int(written) == total {
-                connection.dropWritten(count, bytes: total)
+                connection.pending.dropWritten(count, bytes: total)
                 fanOut.requestCatchUpsIfDrained(connection)
                 continue
             }
@@ -204,9 +204,9 @@ extension Server {
                 return
             }
             // What the kernel did not take is kept alive by the `uv_write` that finishes it.
-            let chunks = connection.takeOutbound(limit: Self.buffersPerWrite)
+            let chunks = connection.pending.take(limit: Self.buffersPerWrite)
             let taken = Int(max(written, 0))
-            connection.sent(bytes: taken)
+            connection.pending.sent(bytes: taken)
             queueWrite(of: chunks, skipping: taken, to: connection)
             return
         }
@@ -255,14 +255,14 @@ extension Server {
         }
         if result != 0 {
             LoopHandles.abandon(request)
-            connection.writeFinished(bytes: byteCount)
+            connection.pending.writeFinished(bytes: byteCount)
             close(connection)
         }
     }
 
     func didWrite(_ context: WriteContext, status: Int32) {
         guard let connection = connections[context.connection] else { return }
-        connection.writeFinished(bytes: context.byteCount)
+        connection.pending.writeFinished(bytes: context.byteCount)
         if status != 0 {
             close(connection)
             return

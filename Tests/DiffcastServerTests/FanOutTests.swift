@@ -68,8 +68,8 @@ import Testing
 
         /// Everything queued for a connection as lines, taken as if the kernel took it all.
         func written(_ connection: Connection) -> [String] {
-            let chunks = connection.takeOutbound(limit: 100_000)
-            connection.writeFinished(bytes: chunks.reduce(0) { $0 + $1.count })
+            let chunks = connection.pending.take(limit: 100_000)
+            connection.pending.writeFinished(bytes: chunks.reduce(0) { $0 + $1.count })
             let text = chunks.map { String(decoding: $0.bytes, as: UTF8.self) }.joined()
             return text.split(separator: "\n").map(String.init)
         }
@@ -83,14 +83,14 @@ import Testing
     @Test func aSubscriptionIsFoundByItsNameWithOneOrSeveral() {
         let connection = FakeLoop().open(1)
         connection.subscriptions["a"] = Subscription(version: 3)
-        #expect(connection.advanceSubscription(to: "b", from: 3, to: 4, fits: true) == nil)
+        #expect(connection.advanceSubscription(to: "b", from: 3, to: 4, withinUnsentLimit: true) == nil)
         #expect(connection.subscriptions["a"]?.version == 3)
-        #expect(connection.advanceSubscription(to: "a", from: 3, to: 4, fits: true) == .advanced)
+        #expect(connection.advanceSubscription(to: "a", from: 3, to: 4, withinUnsentLimit: true) == .advanced)
         #expect(connection.subscriptions["a"]?.version == 4)
         connection.subscriptions["b"] = Subscription(version: 7)
-        #expect(connection.advanceSubscription(to: "c", from: 4, to: 5, fits: true) == nil)
-        #expect(connection.advanceSubscription(to: "a", from: 3, to: 5, fits: true) == .behind)
-        #expect(connection.advanceSubscription(to: "b", from: 7, to: 8, fits: true) == .advanced)
+        #expect(connection.advanceSubscription(to: "c", from: 4, to: 5, withinUnsentLimit: true) == nil)
+        #expect(connection.advanceSubscription(to: "a", from: 3, to: 5, withinUnsentLimit: true) == .behind)
+        #expect(connection.advanceSubscription(to: "b", from: 7, to: 8, withinUnsentLimit: true) == .advanced)
         #expect(connection.subscriptions["a"]?.version == 4 && connection.subscriptions["b"]?.version == 8)
     }
 

@@ -1,0 +1,96 @@
+import DiffcastEngine
+
+/// A connection's bytes on their way out: the buffers queued and not yet handed to a write, the
+/// one write in progress (the loop's `send` or `uv_write`, or a writer thread's `writev`), and
+/// what the two add up to, which the connection's water marks measure. One value, so that every
+/// route out of `Server.flushDirty` changes the same state the same way, and so that it is tested
+/// without a socket (`PendingWritesTests`). Changed on the loop thread only: a writer thread is
+/// handed buffers already taken (`take`), and the loop is told what the kernel took.
+struct PendingWrites {
+    /// Queued buffers, in the order they go out; none of them is part of a write yet.
+    private(set) var buffers: [SharedBytes] = []
+    /// Bytes in `buffers`.
+    private(set) var queuedBytes = 0
+    /// Bytes of the write in progress that the kernel has not taken yet.
+    private(set) var bytesInFlight = 0
+    /// A write is in progress: no other starts until it has finished.
+    private(set) var isWriting = false
+    /// `buffers` holds an answer: a client waits for it, so it never lingers.
+    private(set) var holdsAnswer = false
+
+    /// Room for a few dozen events is kept after a flush; more goes (a burst would hold it for
+    /// good).
+    private static let keptCapacity = 64
+
+    var isEmpty: Bool { buffers.isEmpty }
+
+    /// Bytes queued or being written and not yet taken by the kernel.
+    var unsentBytes: Int { queuedBytes + bytesInFlight }
+
+    /// Queues `bytes` behind what is queued; `isAnswer` when a client waits for them.
+    mutating func append(_ bytes: SharedBytes, isAnswer: Bool = false) {
+        buffers.append(bytes)
+        queuedBytes += bytes.count
+        if isAnswer { holdsAnswer = true }
+    }
+
+    /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue keeps
+    /// its storage, where handing it to each write would make the next event allocate another.
+    func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
+        body(buffers.prefix(limit))
+    }
+
+    /// Forgets the first `count` queued buffers, `bytes` in all, which the kernel took whole
+    /// (a write that finished at once, without becoming the write in progress).
+    mutating func dropWritten(_ count: Int, bytes: Int) {
+        if count == buffers.count {
+            if buffers.capacity > Self.keptCapacity {
+                buffers = []
+            } else {
+                buffers.removeAll(keepingCapacity: true)
+            }
+            holdsAnswer = false
+        } else {
+            buffers.removeFirst(count)
+        }
+        queuedBytes -= bytes
+    }
+
+    /// Takes up to `limit` queued buffers as the write in progress.
+    mutating func take(limit: Int) -> [SharedBytes] {
+        let taken: [SharedBytes]
+        if buffers.count <= limit {
+            taken = buffers
+            buffers = []
+            holdsAnswer = false
+        } else {
+            taken = Array(buffers.prefix(limit))
+            buffers.removeFirst(taken.count)
+        }
+        let bytes = taken.reduce(0) { $0 + $1.count }
+        queuedBytes -= bytes
+        bytesInFlight += bytes
+        isWriting = true
+        return taken
+    }
+
+    /// The kernel took `bytes` of the write in progress; the rest is still being written.
+    mutating func sent(bytes: Int) {
+        bytesInFlight -= bytes
+    }
+
+    /// The write in progress is over, its last `bytes` taken by the kernel (or given up when the
+    /// connection failed).
+    mutating func writeFinished(bytes: Int) {
+        bytesInFlight -= bytes
+        isWriting = false
+    }
+
+    /// Forgets what is queued and not yet part of a write (a slow subscriber's events, when a
+    /// catch-up replaces them; everything, when the connection closes).
+    mutating func discardQueued() {
+        buffers = []
+        queuedBytes = 0
+        holdsAnswer = false
+    }
+}
