@@ -5,6 +5,7 @@ daemon killed, the stream's leader killed, an owner stopped past its lease."""
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -98,11 +99,17 @@ def start_load(daemons, collection):
 
 @pytest.mark.skipif(not CHECKER.exists(), reason="../shared/conformance/check.py is not there")
 def test_the_contract_holds_on_a_daemon_that_owns_nothing(daemons):
+    # Every scenario of the checker but `slow`: a stalled subscriber is served by the same
+    # fan-out whatever applied the version (FanOutTests, and check.py against one daemon in
+    # .ci/run), and its 6 MB through the Python mirrors is most of the checker's time.
+    scenarios = [name for name in re.findall(r"^    def s_(\w+)\(", CHECKER.read_text(), re.MULTILINE) if name != "slow"]
+    assert len(scenarios) >= 10, scenarios
     result = subprocess.run(
-        [sys.executable, str(CHECKER), "--socket", daemons[2].socket_path, "--contract", "3"],
+        [sys.executable, str(CHECKER), "--socket", daemons[2].socket_path, "--contract", "3",
+         *[argument for name in scenarios for argument in ("-k", name)]],
         capture_output=True, text=True, timeout=600,
     )
-    assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-3000:]
+    assert result.returncode == 0 and f"{len(scenarios)} passed, 0 failed" in result.stdout, result.stdout[-3000:]
 
 
 def test_every_drop_reaches_every_daemon(daemons):
