@@ -60,14 +60,3 @@ extension ApplyEngine {
         if commitLastBatch() { dc_release_free_memory() }
     }
 }
-
-extension Job {
-    /// Whether the job changes a collection (a write or a drop).
-    public var isWrite: Bool {
-        guard case .request(let request, _) = self else { return false }
-        switch request.command {
-        case .write, .drop: return true
-        default: return false
-        }
-    }
-}

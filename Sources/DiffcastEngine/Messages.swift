@@ -30,6 +30,17 @@ public enum Job: Sendable {
     case setLimits(CollectionLimits)
 }
 
+extension Job {
+    /// Whether the job changes a collection (a write or a drop).
+    public var isWrite: Bool {
+        guard case .request(let request, _) = self else { return false }
+        switch request.command {
+        case .write, .drop: return true
+        default: return false
+        }
+    }
+}
+
 /// A version of a collection: a write's response waits until the writer, if it follows that
 /// collection, has been sent the event that brings it.
 public struct VersionMark: Sendable, Hashable {

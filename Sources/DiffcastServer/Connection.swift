@@ -184,9 +184,9 @@ final class Connection: TurnTaking, Identifiable {
     /// nil when the connection follows no such collection. A connection that follows one
     /// collection, as most do, compares that name and hashes nothing: a dictionary access
     /// would hash the name once per subscriber and version.
-    func advanceSubscription(to name: String, from: UInt64, to version: UInt64, withinUnsentLimit: Bool) -> Subscription
-        .Advance?
-    {
+    func advanceSubscription(
+        to name: String, from: UInt64, to version: UInt64, withinUnsentLimit: Bool
+    ) -> Subscription.Advance? {
         let index: [String: Subscription].Index
         if subscriptions.count == 1 {
             index = subscriptions.startIndex

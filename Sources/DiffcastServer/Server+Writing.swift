@@ -118,8 +118,8 @@ extension Server {
         var taken: [(connection: Connection, chunks: [SharedBytes], bytes: Int)] = []
         taken.reserveCapacity(slice.count)
         for connection in slice where !connection.pending.isWriting && connection.hasOutbound && !connection.isClosing {
-            var descriptor: uv_os_fd_t = -1
-            guard uv_fileno(dc_handle(connection.handle), &descriptor) == 0 else { continue }
+            let descriptor = connection.descriptor
+            guard descriptor >= 0 else { continue }
             let chunks = connection.pending.take(limit: Self.buffersPerWrite)
             let first = parallelBuffers.count
             let bytes = WriteBuffers.append(chunks, skipping: 0, to: &parallelBuffers)

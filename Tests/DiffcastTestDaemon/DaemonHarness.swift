@@ -196,15 +196,8 @@ public final class Client: @unchecked Sendable {
             // Only a partial line is left: it moves to the front before more is read.
             buffer.removeFirst(bufferStart)
             bufferStart = 0
-            let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { throw HarnessError.timeout("a line from the daemon") }
-            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, Int32(left * 1000)) > 0 else { continue }
-            var chunk = [UInt8](repeating: 0, count: 1 << 16)
-            let count = recv(descriptor, &chunk, chunk.count, 0)
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { return nil }
-            buffer.append(contentsOf: chunk[..<count])
+            guard let chunk = try receive(before: deadline, waitingFor: "a line from the daemon") else { return nil }
+            buffer.append(contentsOf: chunk)
         }
     }
 
@@ -215,10 +208,15 @@ public final class Client: @unchecked Sendable {
             defer { (buffer, bufferStart) = ([], 0) }
             return Array(buffer[bufferStart...])
         }
-        let deadline = Date().addingTimeInterval(timeout)
+        return try receive(before: Date().addingTimeInterval(timeout), waitingFor: "bytes from the daemon")
+    }
+
+    /// What one `recv` gives once the socket is readable (nil at end of stream); throws when
+    /// nothing arrives before `deadline`.
+    private func receive(before deadline: Date, waitingFor what: String) throws -> [UInt8]? {
         while true {
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { throw HarnessError.timeout("bytes from the daemon") }
+            guard left > 0 else { throw HarnessError.timeout(what) }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, Int32(left * 1000)) > 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
