@@ -129,6 +129,11 @@ def main():
                 "name": name,
                 "snapshot": line,
                 "changeset": compact(event),
+                # As a compact event stream sends it (?compact=1): without what the stream
+                # established (CompactEvents.swift).
+                "compact_changeset": compact(
+                    {key: value for key, value in event.items() if key not in ("collection", "epoch", "from")}
+                ),
                 "sections": compact(model.state_to_wire(new_state)),
                 "digest": digest,
             }

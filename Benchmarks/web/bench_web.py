@@ -324,6 +324,7 @@ def trial(server, transport, subscribers, messages, window, args, directory):
                 "subscribers": share,
                 "messages": messages,
                 "stallSeconds": args.stall,
+                "compact": args.events == "compact",
             }
             clients.append(
                 subprocess.Popen(
@@ -473,6 +474,12 @@ def main():
     )
     parser.add_argument(
         "--retries", type=int, default=2, help="runs again of a run in which a subscriber missed messages (noted)"
+    )
+    parser.add_argument(
+        "--events",
+        choices=("compact", "full"),
+        default="compact",
+        help="the form Diffcast's subscribers ask for (compact: as the JavaScript client does, ?compact=1)",
     )
     parser.add_argument("--verbose", action="store_true", help="every run's figures on stderr")
     parser.add_argument("--stall", type=float, default=10, help="seconds without a delivery that fail a run")

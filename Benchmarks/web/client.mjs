@@ -84,12 +84,15 @@ function maskedFrame(opcode, payload) {
 
 function subscribe() {
   const { server, transport, host = "127.0.0.1", port, subscribers: count, messages } = options;
+  // Diffcast's subscribers ask for compact changesets, as the JavaScript client does, unless
+  // `compact` is false.
+  const form = options.compact === false ? "" : "?compact=1";
   const path =
     options.path ??
     (server === "diffcast"
       ? transport === "sse"
-        ? "/v1/collections/feed/events"
-        : "/v1/ws"
+        ? `/v1/collections/feed/events${form}`
+        : `/v1/ws${form}`
       : server === "nats"
         ? "/"
         : "/sub/feed");

@@ -64,10 +64,12 @@ public struct CollectionMirror: Sendable {
             next = Snapshot(uncheckedSections: outline.map { Section(id: $0.id, data: $0.data, items: $0.items) })
             (nextVersion, nextEpoch, nextWindow, digest) = (version, epoch, window, eventDigest)
             update = .snapshot
-        case .changeset(let from, let version, let changeset, let window, let eventDigest):
+        case .changeset(let given, let version, let changeset, let window, let eventDigest):
             guard let current = self.version else {
                 throw Divergence(description: "a changeset before any snapshot")
             }
+            // A compact changeset says no `from`: it continues from the version held.
+            let from = given ?? current
             guard from == current else {
                 throw Divergence(description: "chain broken: changeset from \(from) but the mirror holds \(current)")
             }

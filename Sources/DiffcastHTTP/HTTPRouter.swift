@@ -6,15 +6,32 @@ public enum HTTPRoute: Equatable, Sendable {
     /// gives its answer with a status that fits its error code, a batch (`POST /v1/requests`)
     /// every answer, one per line, with 200.
     case requests([[UInt8]], batch: Bool)
-    /// A `text/event-stream` of the subscription this request line makes.
-    case eventStream(subscribe: [UInt8])
+    /// A `text/event-stream` of the subscription this request line makes, its events in `form`.
+    case eventStream(subscribe: [UInt8], form: EventForm)
     /// The WebSocket handshake is accepted: 101 with this `Sec-WebSocket-Accept`; then every
-    /// text message is one protocol line, both ways.
-    case webSocket(accept: String)
+    /// text message is one protocol line, both ways, and events go out in `form`.
+    case webSocket(accept: String, form: EventForm)
     /// A response the router made itself (a page, a script, a refusal).
     case respond(HTTPResponse)
     /// The daemon's Prometheus exposition, which the server writes (`--metrics`).
     case metrics
+}
+
+/// How an event stream or a WebSocket sends its events: as the socket does, or with changesets
+/// in their compact form (`CompactEvents`), which a page asks for with `?compact=1`.
+public enum EventForm: Sendable, Equatable {
+    case full
+    case compact
+
+    /// The form a request's `compact` query parameter asks for: `1` or `true` compact, `0`,
+    /// `false` or none full; nil for any other value.
+    static func from(_ query: [String: String]) -> EventForm? {
+        switch query["compact"] {
+        case nil, "0", "false": .full
+        case "1", "true": .compact
+        default: nil
+        }
+    }
 }
 
 /// Maps HTTP requests to the protocol (`/v1/...`), the inspector page and the JavaScript
@@ -111,7 +128,8 @@ public struct HTTPRouter: Sendable {
             if segments.count == 3 {
                 guard segments[2] == "events" else { break }
                 guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
-                return eventStream(of: name, request)
+                guard let form = EventForm.from(request.query) else { return Self.badCompactValue }
+                return eventStream(of: name, request, form: form)
             }
             switch request.method {
             case "GET":
@@ -131,7 +149,8 @@ public struct HTTPRouter: Sendable {
             guard !lines.isEmpty else { return .respond(.error(400, code: "parse_error", "no request lines")) }
             return .requests(lines, batch: true)
         case ("GET", 1, "ws"):
-            return webSocket(request)
+            guard let form = EventForm.from(request.query) else { return Self.badCompactValue }
+            return webSocket(request, form: form)
         case (_, 1, "collections"), (_, 1, "requests"), (_, 1, "ws"):
             return Self.methodNotAllowed(segments.first == "requests" ? "POST" : "GET")
         default:
@@ -177,7 +196,7 @@ public struct HTTPRouter: Sendable {
     /// reconnects) or from `since`/`epoch` in the query; with `first`, `last` or `anchor` (and
     /// `before`, `after`) in the query, a windowed subscription, which starts anew with a
     /// snapshot of its view when the stream reconnects.
-    private func eventStream(of name: String, _ request: HTTPRequest) -> HTTPRoute {
+    private func eventStream(of name: String, _ request: HTTPRequest, form: EventForm) -> HTTPRoute {
         let query = request.query
         var members: [JSONValue.Member] = [.init("op", "subscribe"), .init("collection", .string(name))]
         let window = Self.window(from: query)
@@ -193,7 +212,7 @@ public struct HTTPRouter: Sendable {
         }
         var output = JSONOutput()
         output.append(.object(members))
-        return .eventStream(subscribe: output.bytes)
+        return .eventStream(subscribe: output.bytes, form: form)
     }
 
     /// A window from the query (`first`, `last`, `anchor`, `before`, `after`) as the members of
@@ -209,7 +228,7 @@ public struct HTTPRouter: Sendable {
         }
     }
 
-    private func webSocket(_ request: HTTPRequest) -> HTTPRoute {
+    private func webSocket(_ request: HTTPRequest, form: EventForm) -> HTTPRoute {
         guard request.isUpgrade, request.header("upgrade")?.lowercased() == "websocket" else {
             return .respond(.error(426, code: "invalid_argument", "GET /v1/ws is a WebSocket endpoint"))
         }
@@ -218,7 +237,7 @@ public struct HTTPRouter: Sendable {
         else {
             return .respond(.error(400, code: "invalid_argument", "a WebSocket version 13 handshake is expected"))
         }
-        return .webSocket(accept: WebSocketCodec.acceptValue(forKey: key))
+        return .webSocket(accept: WebSocketCodec.acceptValue(forKey: key), form: form)
     }
 
     // MARK: - Access
@@ -228,10 +247,14 @@ public struct HTTPRouter: Sendable {
         return origin == "http://\(host)" || origin == "https://\(host)"
     }
 
-    /// The query parameters any `/v1/` route takes: the token, a window, a resume point.
+    /// The query parameters any `/v1/` route takes: the token, a window, a resume point, the
+    /// form of events.
     static let queryParameters: Set<String> = [
-        "token", "first", "last", "anchor", "before", "after", "since", "epoch", "last_event_id",
+        "token", "first", "last", "anchor", "before", "after", "since", "epoch", "last_event_id", "compact",
     ]
+
+    private static let badCompactValue = HTTPRoute.respond(
+        .error(400, code: "invalid_argument", "compact is 1 (changesets in their compact form) or 0"))
 
     private static func methodNotAllowed(_ allowed: String) -> HTTPRoute {
         .respond(.error(405, code: "invalid_argument", "method not allowed here", headers: ["Allow: \(allowed)"]))

@@ -4,14 +4,20 @@
 public enum ServerSentEvents {
     /// The `id:`, `event:` and `data: ` that go before an event line; the line itself (with its
     /// newline) and one more newline follow it. Read from the line's first members, which the
-    /// daemon writes in a fixed order.
+    /// daemon writes in a fixed order. Without `namingKind`, the `event:` line is left out: the
+    /// event comes as EventSource's default `message`, and its data says what it is (a compact
+    /// stream's changesets, `CompactEvents`).
     public static func prefix(of line: UnsafeRawBufferPointer) -> [UInt8] {
+        prefix(of: line, namingKind: true)
+    }
+
+    public static func prefix(of line: UnsafeRawBufferPointer, namingKind: Bool) -> [UInt8] {
         let head = UnsafeRawBufferPointer(rebasing: line.prefix(512))
         var prefix: [UInt8] = []
         if let epoch = stringMember("epoch", in: head), let version = numberMember("version", in: head) {
             prefix += Array("id: ".utf8) + epoch + [UInt8(ascii: ":")] + version + [UInt8(ascii: "\n")]
         }
-        if let kind = stringMember("event", in: head) {
+        if namingKind, let kind = stringMember("event", in: head) {
             prefix += Array("event: ".utf8) + kind + [UInt8(ascii: "\n")]
         }
         return prefix + Array("data: ".utf8)

@@ -293,14 +293,18 @@ public enum WebAssets {
               }
               case "changeset": {
                 if (this.version === null) throw new Divergence("a changeset before any snapshot");
-                if (event.epoch !== this.epoch) throw new Divergence(`epoch ${event.epoch} is not ${this.epoch}`);
-                if (event.from !== this.version) {
-                  throw new Divergence(`chain broken: changeset from ${event.from} but the mirror holds ${this.version}`);
+                // A compact changeset leaves out the epoch and `from` its subscription established (the
+                // epoch of the last snapshot, the version the mirror holds); the changeset reported has
+                // them filled in.
+                const changeset = "epoch" in event && "from" in event ? event : { epoch: this.epoch, from: this.version, ...event };
+                if (changeset.epoch !== this.epoch) throw new Divergence(`epoch ${changeset.epoch} is not ${this.epoch}`);
+                if (changeset.from !== this.version) {
+                  throw new Divergence(`chain broken: changeset from ${changeset.from} but the mirror holds ${this.version}`);
                 }
-                const sections = applyChangeset(this.sections, event);
-                this.check(sections, event.digest);
-                this.commit(event, sections);
-                return { kind: "changeset", changeset: event };
+                const sections = applyChangeset(this.sections, changeset);
+                this.check(sections, changeset.digest);
+                this.commit(changeset, sections);
+                return { kind: "changeset", changeset };
               }
               case "dropped":
                 this.epoch = null;
@@ -757,7 +761,8 @@ public enum WebAssets {
           const connect = (resume) => {
             if (overWebSocket) {
               const Socket = options.WebSocket || globalThis.WebSocket;
-              const socket = new Socket(url);
+              // Changesets in their compact form: without the epoch and `from` the mirror holds.
+              const socket = new Socket(url + (url.includes("?") ? "&" : "?") + "compact=1");
               source = socket;
               socket.onopen = () => {
                 // The token goes in a line, never in the URL (which proxies log).
@@ -794,7 +799,10 @@ public enum WebAssets {
             // from a snapshot, unless the mirror holds a version to resume from. A windowed stream
             // starts with a snapshot of its view each time, so it is opened again here, with the
             // anchor where the daemon last held it.
+            // Changesets in their compact form: without the collection, epoch and `from` the stream
+            // established, and as EventSource's default event (their data says what they are).
             let address = withToken(url);
+            address += (address.includes("?") ? "&" : "?") + "compact=1";
             const window = subscriptionWindow();
             if (window) {
               address += (address.includes("?") ? "&" : "?") + windowQuery(window);
@@ -803,7 +811,7 @@ public enum WebAssets {
             }
             const events = new EventSource(address);
             source = events;
-            for (const kind of ["snapshot", "changeset", "dropped"]) {
+            for (const kind of ["message", "snapshot", "changeset", "dropped"]) {
               events.addEventListener(kind, (message) => source === events && handle(message.data));
             }
             events.addEventListener("revoked", (message) => {

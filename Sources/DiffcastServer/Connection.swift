@@ -15,6 +15,9 @@ final class Connection: TurnTaking, Identifiable {
     var framer: LineFramer
     /// How requests arrive and answers and events leave: lines, or HTTP and what it became.
     var transport: Transport = .lines
+    /// How an event stream or a WebSocket sends changesets: as the socket does, or compact
+    /// (`CompactEvents`), as the page asked when it connected.
+    var eventForm: EventForm = .full
     /// Subscriptions of this connection by collection name.
     var subscriptions: [String: Subscription] = [:]
     /// Whether a subscription may be `lagging` (awaiting the request of its catch-up): set by
@@ -175,8 +178,11 @@ final class Connection: TurnTaking, Identifiable {
     func enqueue(event: FramedEvent) {
         switch transport {
         case .lines, .http: enqueue(event.line)
-        case .eventStream: enqueue(event.asServerSentEvent)
-        case .webSocket(let codec): if codec.maySend { enqueue(event.asWebSocketFrame) }
+        case .eventStream:
+            enqueue(eventForm == .compact ? event.asCompactServerSentEvent : event.asServerSentEvent)
+        case .webSocket(let codec):
+            guard codec.maySend else { return }
+            enqueue(eventForm == .compact ? event.asCompactWebSocketFrame : event.asWebSocketFrame)
         }
     }
 

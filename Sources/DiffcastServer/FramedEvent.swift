@@ -1,5 +1,6 @@
 import DiffcastEngine
 import DiffcastHTTP
+import DiffcastWire
 
 /// One event line and the bytes each transport sends it as, built the first time a subscriber
 /// of that transport needs them and then shared: a fan-out to a thousand Server-Sent Events or
@@ -12,6 +13,8 @@ final class FramedEvent {
     private let webSocketFramer: WebSocketCodec
     private var serverSentEvent: SharedBytes?
     private var webSocketFrame: SharedBytes?
+    private var compactServerSentEvent: SharedBytes?
+    private var compactWebSocketFrame: SharedBytes?
 
     init(_ line: SharedBytes, webSocketFramer: WebSocketCodec) {
         self.line = line
@@ -35,6 +38,38 @@ final class FramedEvent {
         if let webSocketFrame { return webSocketFrame }
         let framed = SharedBytes(line.withUnsafeBytes(webSocketFramer.frame))
         webSocketFrame = framed
+        return framed
+    }
+
+    /// For a compact stream: a changeset without its collection, epoch and `from`
+    /// (`CompactEvents`), after its `id:` line and without an `event:` line (its data says
+    /// `"event":"changeset"`); any other event as `asServerSentEvent`.
+    var asCompactServerSentEvent: SharedBytes {
+        if let compactServerSentEvent { return compactServerSentEvent }
+        let framed =
+            line.withUnsafeBytes { line -> SharedBytes? in
+                guard let compact = CompactEvents.changeset(line, keepingCollection: false) else { return nil }
+                var bytes = ServerSentEvents.prefix(of: line, namingKind: false)
+                bytes.reserveCapacity(bytes.count + compact.count + 1)
+                bytes += compact
+                bytes.append(UInt8(ascii: "\n"))
+                return SharedBytes(bytes)
+            } ?? asServerSentEvent
+        compactServerSentEvent = framed
+        return framed
+    }
+
+    /// For a compact WebSocket: a changeset without its epoch and `from` (`CompactEvents`; the
+    /// collection stays, as a WebSocket carries several subscriptions) in one text frame; any
+    /// other event as `asWebSocketFrame`.
+    var asCompactWebSocketFrame: SharedBytes {
+        if let compactWebSocketFrame { return compactWebSocketFrame }
+        let framed =
+            line.withUnsafeBytes { line -> SharedBytes? in
+                guard let compact = CompactEvents.changeset(line, keepingCollection: true) else { return nil }
+                return SharedBytes(compact.withUnsafeBytes(webSocketFramer.frame))
+            } ?? asWebSocketFrame
+        compactWebSocketFrame = framed
         return framed
     }
 }

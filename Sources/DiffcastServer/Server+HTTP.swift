@@ -79,7 +79,7 @@ extension Server {
                     presentedToken: connection.holder.presentedToken)
                 run(line, on: connection, as: exchange)
             }
-        case .eventStream(let subscribe):
+        case .eventStream(let subscribe, let form):
             guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
             if let refusal = streamRefusal(subscribe, on: connection) {
                 respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
@@ -90,9 +90,10 @@ extension Server {
                     HTTPResponse.streamingHead(
                         status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
             connection.transport = .eventStream
+            connection.eventForm = form
             sendWithoutDelay(connection)
             subscribe.withUnsafeBufferPointer { handleLine($0, from: connection) }
-        case .webSocket(let accept):
+        case .webSocket(let accept, let form):
             guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
             let head =
                 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -103,6 +104,7 @@ extension Server {
             let limit = configuration.maximumLineBytes
             connection.transport = .webSocket(
                 WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
+            connection.eventForm = form
             sendWithoutDelay(connection)
         }
         needsWrite(connection)

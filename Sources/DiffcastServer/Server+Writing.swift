@@ -165,21 +165,38 @@ extension Server {
     /// Queued bytes past which a stream is written at once.
     static let lingerBytes = 64 * 1024
 
+    /// How long new events wait before the lingering streams are written: `stream_linger_ms`,
+    /// or a third of what the last flush took when that is longer (up to
+    /// `maximumLingerMilliseconds`). Writing a thousand streams takes the loop milliseconds, in
+    /// which it reads nothing; lingering a third of that, it reads the writes that arrived
+    /// meanwhile, and the next flush carries all their events in one write per stream. So a
+    /// large fan-out writes several events per syscall under load, and a small one (a flush of
+    /// microseconds) waits no longer than the setting.
+    static func lingerMilliseconds(configured: UInt64, lastFlushNanoseconds: UInt64) -> UInt64 {
+        max(configured, min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds))
+    }
+
+    /// The longest a flush's duration stretches the linger.
+    static let maximumLingerMilliseconds: UInt64 = 50
+
     private func armLingerTimer() {
         guard let timer = lingerTimer, uv_is_active(dc_handle(timer)) == 0 else { return }
-        let result = uv_timer_start(
-            timer, { timer in Server.from(timer)?.flushLingering() }, configuration.streamLingerMilliseconds, 0)
+        let delay = Self.lingerMilliseconds(
+            configured: configuration.streamLingerMilliseconds, lastFlushNanoseconds: lastLingerFlushNanoseconds)
+        let result = uv_timer_start(timer, { timer in Server.from(timer)?.flushLingering() }, delay, 0)
         if result != 0 { flushLingering() }
     }
 
-    /// Writes what the lingering streams queued.
+    /// Writes what the lingering streams queued, and notes how long that took.
     func flushLingering() {
+        let start = uv_hrtime()
         let streams = lingering
         lingering.removeAll(keepingCapacity: true)
         for connection in streams where connection.isLingering {
             connection.isLingering = false
             write(connection)
         }
+        lastLingerFlushNanoseconds = uv_hrtime() &- start
         submitPendingJobs()
         flushDirty()
     }

@@ -14,8 +14,9 @@ public struct Malformed: Error, CustomStringConvertible {
 public enum ReceivedEvent: Sendable {
     /// The whole state at `version` (of a window's view, with `window`).
     case snapshot(version: UInt64, epoch: String?, sections: [SectionOutline], window: WindowPlace?, digest: String?)
-    /// The changes from `from` to `version`.
-    case changeset(from: UInt64, version: UInt64, Changeset, window: WindowPlace?, digest: String?)
+    /// The changes from `from` to `version`; `from` is nil in a compact changeset
+    /// (`CompactEvents`), where it is the version the subscriber holds.
+    case changeset(from: UInt64?, version: UInt64, Changeset, window: WindowPlace?, digest: String?)
     /// The collection was dropped.
     case dropped
 }
@@ -36,7 +37,8 @@ public enum EventDecoder {
                 window: try window(value["window"]), digest: digest)
         case .string("changeset"):
             return .changeset(
-                from: try version(value["from"]), version: try version(value["version"]), try changeset(value),
+                from: value["from"] == nil ? nil : try version(value["from"]), version: try version(value["version"]),
+                try changeset(value),
                 window: try window(value["window"]), digest: digest)
         case .string("dropped"):
             return .dropped

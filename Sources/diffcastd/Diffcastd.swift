@@ -71,7 +71,8 @@ struct Diffcastd: ParsableCommand {
     var coalesceWindowMs: Int?
 
     @Option(
-        help: "Milliseconds an SSE or WebSocket stream's events may wait to be written together (0: at once).")
+        help:
+            "Milliseconds an SSE or WebSocket stream's events wait at least to be written together (0: at once).")
     var streamLingerMs: Int?
 
     @Option(help: "Milliseconds between the comment lines that keep an idle SSE stream open through proxies.")

@@ -19,8 +19,15 @@ import Testing
             let name: String
             let snapshot: String
             let changeset: String
+            /// The changeset as a compact stream sends it (`CompactEvents`).
+            let compactChangeset: String
             let sections: String
             let digest: String
+
+            enum CodingKeys: String, CodingKey {
+                case name, snapshot, changeset, sections, digest
+                case compactChangeset = "compact_changeset"
+            }
         }
         let digests: [DigestVector]
         let changesets: [ChangesetVector]
@@ -60,5 +67,11 @@ import Testing
         try mirror.feed(try parse(vector.changeset))
         #expect(mirror.sections == (try EventDecoder.outline(try parse(vector.sections))), "\(vector.name)")
         #expect(Digest(of: mirror.snapshot).description == vector.digest, "\(vector.name)")
+        // The compact form of the same changeset leads to the same target.
+        var compact = CollectionMirror()
+        try compact.feed(try parse(vector.snapshot))
+        try compact.feed(try parse(vector.compactChangeset))
+        #expect(compact.sections == mirror.sections, "compact, \(vector.name)")
+        #expect(compact.version == 2 && compact.epoch == "e", "compact, \(vector.name)")
     }
 }

@@ -157,7 +157,37 @@ import Testing
                 HTTPRequest(
                     method: "GET", target: "/v1/collections/c/events?since=3&epoch=ab",
                     headers: [("last-event-id", "ff:9")]))
-                == .eventStream(subscribe: Array(#"{"op":"subscribe","collection":"c","since":9,"epoch":"ff"}"#.utf8)))
+                == .eventStream(
+                    subscribe: Array(#"{"op":"subscribe","collection":"c","since":9,"epoch":"ff"}"#.utf8), form: .full))
+    }
+
+    @Test func compactAsksForCompactChangesetsAndAnythingElseIsRefused() {
+        let subscribe = Array(#"{"op":"subscribe","collection":"c"}"#.utf8)
+        for (value, form) in [("1", EventForm.compact), ("true", .compact), ("0", .full), ("false", .full)] {
+            #expect(
+                open.route(HTTPRequest(method: "GET", target: "/v1/collections/c/events?compact=\(value)"))
+                    == .eventStream(subscribe: subscribe, form: form))
+            let upgrade = HTTPRequest(
+                method: "GET", target: "/v1/ws?compact=\(value)",
+                headers: [
+                    ("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-version", "13"),
+                    ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                ], isUpgrade: true)
+            guard case .webSocket(_, let chosen) = open.route(upgrade) else {
+                Issue.record("no upgrade for compact=\(value)")
+                continue
+            }
+            #expect(chosen == form)
+        }
+        for target in ["/v1/collections/c/events?compact=yes", "/v1/ws?compact=", "/v1/collections/c/events?compact=2"]
+        {
+            guard case .respond(let response) = open.route(HTTPRequest(method: "GET", target: target)) else {
+                Issue.record("\(target) was not refused")
+                continue
+            }
+            #expect(response.status == 400)
+            #expect(String(decoding: response.body, as: UTF8.self).contains("compact is 1"))
+        }
     }
 
     @Test func aTokenIsTakenFromTheHeaderElseTheQuery() {

@@ -24,6 +24,42 @@ import Testing
         #expect(event.line.bytes == line)
     }
 
+    @Test func aCompactStreamGetsChangesetsWithoutTheirEnvelopeOnce() {
+        let full =
+            Array(
+                #"{"event":"changeset","collection":"feed","epoch":"1bd960a5088193f7","from":41,"version":42,"items":{"inserted":[{"at":[0,41],"id":"x"}]},"digest":"00000000000000ff"}"#
+                    .utf8) + [UInt8(ascii: "\n")]
+        let event = FramedEvent(SharedBytes(full), webSocketFramer: WebSocketCodec(maximumMessageBytes: 1))
+        let sse =
+            "id: 1bd960a5088193f7:42\n"
+            + #"data: {"event":"changeset","version":42,"items":{"inserted":[{"at":[0,41],"id":"x"}]},"digest":"00000000000000ff"}"#
+            + "\n\n"
+        #expect(String(decoding: event.asCompactServerSentEvent.bytes, as: UTF8.self) == sse)
+        #expect(event.asCompactServerSentEvent === event.asCompactServerSentEvent)
+        let body = Array(
+            #"{"event":"changeset","collection":"feed","version":42,"items":{"inserted":[{"at":[0,41],"id":"x"}]},"digest":"00000000000000ff"}"#
+                .utf8)
+        // 126 to 65,535 bytes: a 16-bit length.
+        #expect(event.asCompactWebSocketFrame.bytes == [0x81, 126, 0, UInt8(body.count)] + body)
+        #expect(body.count == 128)
+        #expect(event.asCompactWebSocketFrame === event.asCompactWebSocketFrame)
+        // The full forms are unchanged beside them.
+        #expect(event.asServerSentEvent.bytes.starts(with: Array("id: 1bd960a5088193f7:42\nevent: changeset\n".utf8)))
+        #expect(event.asWebSocketFrame.bytes == [0x81, 126, 0, UInt8(full.count - 1)] + full.dropLast())
+    }
+
+    @Test func aCompactStreamGetsEveryOtherEventInFull() {
+        let snapshot =
+            Array(
+                #"{"event":"snapshot","collection":"feed","epoch":"1bd960a5088193f7","version":3,"sections":[],"digest":"0000000000000000"}"#
+                    .utf8) + [UInt8(ascii: "\n")]
+        for line in [snapshot, Array("{\"event\":\"dropped\",\"collection\":\"feed\"}\n".utf8)] {
+            let event = FramedEvent(SharedBytes(line), webSocketFramer: WebSocketCodec(maximumMessageBytes: 1))
+            #expect(event.asCompactServerSentEvent === event.asServerSentEvent)
+            #expect(event.asCompactWebSocketFrame === event.asWebSocketFrame)
+        }
+    }
+
     @Test func aClosingWebSocketMaySendNothingMore() {
         let codec = WebSocketCodec(maximumMessageBytes: 100)
         #expect(codec.maySend)

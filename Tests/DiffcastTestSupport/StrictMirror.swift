@@ -31,6 +31,8 @@ public struct StrictMirror {
         case .changeset(let from, let version, let changeset, let window, let digest):
             guard window == nil else { throw OracleViolation("a windowed changeset on a whole subscription") }
             guard let held = self.version else { throw OracleViolation("a changeset before any snapshot") }
+            // The daemon's lines always say `from`; only a page's compact stream leaves it out.
+            guard let from else { throw OracleViolation("a changeset without its from") }
             guard from == held, version > from else {
                 throw OracleViolation("a changeset from \(from) to \(version), but version \(held) is held")
             }

@@ -147,6 +147,71 @@ def test_an_idle_event_stream_gets_heartbeats_and_its_events_between_them():
         stream.close()
 
 
+def test_a_compact_event_stream_sends_changesets_without_their_envelope_and_they_verify(http_daemon):
+    # ?compact=1: a changeset comes as the default event (no `event:` line) without the
+    # collection, epoch and `from` the stream established; its id, version, changes and digest
+    # are those of the full stream beside it, and a mirror that holds the version before applies
+    # it to the daemon's state. Snapshots and `dropped` come in full.
+    write(http_daemon, 'apply lean {"sections":[{"id":"s","items":["a"]}]}')
+    full = EventStream(http_daemon, "/v1/collections/lean/events")
+    compact = EventStream(http_daemon, "/v1/collections/lean/events?compact=1")
+    (full_id, full_kind, full_snapshot), (compact_id, compact_kind, compact_snapshot) = full.next(), compact.next()
+    assert (compact_id, compact_kind, compact_snapshot) == (full_id, full_kind, full_snapshot)
+    assert compact_kind == "snapshot" and "epoch" in compact_snapshot and "collection" in compact_snapshot
+    mirror = Mirror()
+    mirror.feed(compact_snapshot)
+    writes = [
+        'append_items lean {"items":[{"id":"b","data":{"n":1}}]}',
+        'update_items lean {"items":[{"id":"a","data":"new"}]}',
+        'move_item lean {"item":"a","after":"b"}',
+        'append_sections lean {"sections":[{"id":"t","items":["c"]}]}',
+        'delete_items lean {"items":["b"]}',
+    ]
+    for line in writes:
+        write(http_daemon, line)
+        full_id, full_kind, full_event = full.next()
+        compact_id, compact_kind, compact_event = compact.next()
+        assert (full_kind, compact_kind) == ("changeset", None)
+        assert compact_id == full_id == f"{full_snapshot['epoch']}:{full_event['version']}"
+        assert compact_event == {key: value for key, value in full_event.items() if key not in ("collection", "epoch", "from")}
+        assert list(compact_event) == [key for key in full_event if key not in ("collection", "epoch", "from")]
+        mirror.feed(compact_event)
+        assert mirror.digest() == http_daemon.call("GET", "/v1/collections/lean")[2]["digest"]
+    write(http_daemon, "drop lean")
+    assert compact.next()[1:] == full.next()[1:] == ("dropped", {"event": "dropped", "collection": "lean"})
+    full.close()
+    compact.close()
+    status, _, answer = http_daemon.call("GET", "/v1/collections/lean/events?compact=yes")
+    assert status == 400 and "compact is 1" in answer["error"]["message"]
+
+
+def test_a_compact_websocket_keeps_the_collection_of_each_changeset(http_daemon):
+    # A WebSocket carries several subscriptions: its compact changesets keep `collection` and
+    # leave out the epoch and `from`; answers and snapshots are as on a full one.
+    plain = websocket.create_connection(f"ws://127.0.0.1:{http_daemon.port}/v1/ws", timeout=10)
+    lean = websocket.create_connection(f"ws://127.0.0.1:{http_daemon.port}/v1/ws?compact=1", timeout=10)
+    mirrors = {}
+    for name in ("one", "two"):
+        write(http_daemon, f'apply {name} {{"sections":[{{"id":"s"}}]}}')
+        for connection in (plain, lean):
+            connection.send(f"subscribe {name}")
+        full_snapshot, compact_snapshot = (
+            [json.loads(connection.recv()) for _ in range(2)] for connection in (plain, lean))
+        assert full_snapshot == compact_snapshot and compact_snapshot[0]["event"] == "snapshot"
+        mirrors[name] = Mirror()
+        mirrors[name].feed(compact_snapshot[0])
+    for step in range(6):
+        name = ("one", "two")[step % 2]
+        write(http_daemon, f'append_items {name} {{"items":["i{step}"]}}')
+        full_event, compact_event = json.loads(plain.recv()), json.loads(lean.recv())
+        assert full_event["from"] == full_event["version"] - 1 and full_event["collection"] == name
+        assert compact_event == {key: value for key, value in full_event.items() if key not in ("epoch", "from")}
+        mirrors[compact_event["collection"]].feed(compact_event)
+        assert mirrors[name].digest() == http_daemon.call("GET", f"/v1/collections/{name}")[2]["digest"]
+    plain.close()
+    lean.close()
+
+
 def test_server_sent_events_resume_from_the_query_and_start_anew_on_another_epoch(tmp_path):
     # Two versions of history: a resume from further back gets the whole state.
     with HTTPDaemon(["--history-versions", "2"]) as daemon:

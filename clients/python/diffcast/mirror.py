@@ -210,7 +210,11 @@ class Mirror:
         elif kind == "changeset":
             if self.version is None:
                 raise Divergence("a changeset before any snapshot")
-            start, version = _version(event, "from"), _version(event, "version")
+            # A compact changeset (a page's event stream or WebSocket with ?compact=1) leaves out
+            # the `from` and epoch its subscription established: the version held, and the
+            # epoch of the last snapshot.
+            start = _version(event, "from") if "from" in event else self.version
+            version = _version(event, "version")
             if start != self.version:
                 raise Divergence("chain broken: changeset from %d but the mirror holds %d" % (start, self.version))
             if version < start:

@@ -60,6 +60,12 @@ def test_golden_changesets(vector):
     held = [(s.id, s.data_text, [(i.id, i.data_text) for i in s.items]) for s in mirror.sections]
     assert held == plain(parse_preserving(vector["sections"]))
     assert mirror.digest() == vector["digest"]
+    # The compact form of the same changeset (a page's ?compact=1 stream) leads to the same target.
+    compact = Mirror()
+    compact.feed(parse_preserving(vector["snapshot"]))
+    assert compact.feed(parse_preserving(vector["compact_changeset"])) == "changeset"
+    assert [(s.id, s.data_text, [(i.id, i.data_text) for i in s.items]) for s in compact.sections] == held
+    assert (compact.version, compact.epoch, compact.digest()) == (2, "e", vector["digest"])
 
 
 def test_a_wrong_digest_is_a_divergence_and_changes_nothing():

@@ -1,0 +1,28 @@
+import Testing
+
+@testable import DiffcastServer
+
+/// The linger of event streams grows with the time a flush takes, and never below the setting
+/// nor above its ceiling: golden values at each side of each bound.
+@Suite struct LingerTests {
+    @Test func aShortFlushLingersAsConfiguredALongOneAThirdOfItsTime() {
+        let linger = { (configured: UInt64, flushMilliseconds: Double) in
+            Server.lingerMilliseconds(configured: configured, lastFlushNanoseconds: UInt64(flushMilliseconds * 1e6))
+        }
+        // Ten streams: a flush of 0.1 ms; the setting rules.
+        #expect(linger(1, 0.1) == 1)
+        #expect(linger(1, 0) == 1)
+        #expect(linger(5, 2.9) == 5)
+        // A thousand streams: a flush of 10 ms lingers 3 ms.
+        #expect(linger(1, 10) == 3)
+        #expect(linger(1, 5.99) == 1)
+        #expect(linger(1, 6) == 2)
+        // Never past the ceiling, whatever a stalled flush took.
+        #expect(linger(1, 150) == 50)
+        #expect(linger(1, 149.9) == 49)
+        #expect(linger(1, 3_000_000) == Server.maximumLingerMilliseconds)
+        #expect(Server.maximumLingerMilliseconds == 50)
+        // A configured linger above the ceiling stays as configured.
+        #expect(linger(80, 300) == 80)
+    }
+}
