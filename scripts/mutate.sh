@@ -167,6 +167,8 @@ compact-websocket-drops-collection|Sources/DiffcastServer/FramedEvent.swift|Comp
 compact-string-end-missed|Sources/DiffcastWire/CompactEvents.swift|                case UInt8(ascii: "\\"): index += 2|                case UInt8(ascii: "\\"): index += 1|CompactEventsTests
 mirror-compact-from-refused|Sources/DiffcastClient/CollectionMirror.swift|            let from = given ?? current|            let from = given ?? current + 1|GoldenVectorTests
 python-mirror-compact-from-refused|clients/python/diffcast/mirror.py|            start = _version(event, "from") if "from" in event else self.version|            start = _version(event, "from")|py:clients/python/tests/test_mirror.py
+linger-growth-uncapped|Sources/DiffcastServer/Server+Writing.swift|min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|lastFlushNanoseconds / 3_000_000|LingerTests
+linger-grows-with-whole-flush|Sources/DiffcastServer/Server+Writing.swift|min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|min(lastFlushNanoseconds / 1_000_000, Self.maximumLingerMilliseconds)|LingerTests
 EOF
 )
 
