@@ -167,15 +167,22 @@ compact-websocket-drops-collection|Sources/DiffcastServer/FramedEvent.swift|Comp
 compact-string-end-missed|Sources/DiffcastWire/CompactEvents.swift|                case UInt8(ascii: "\\"): index += 2|                case UInt8(ascii: "\\"): index += 1|CompactEventsTests
 mirror-compact-from-refused|Sources/DiffcastClient/CollectionMirror.swift|            let from = given ?? current|            let from = given ?? current + 1|GoldenVectorTests
 python-mirror-compact-from-refused|clients/python/diffcast/mirror.py|            start = _version(event, "from") if "from" in event else self.version|            start = _version(event, "from")|py:clients/python/tests/test_mirror.py
-linger-growth-uncapped|Sources/DiffcastServer/Server+Writing.swift|min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|lastFlushNanoseconds / 3_000_000|LingerTests
-linger-grows-with-whole-flush|Sources/DiffcastServer/Server+Writing.swift|min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|min(lastFlushNanoseconds / 1_000_000, Self.maximumLingerMilliseconds)|LingerTests
+linger-growth-uncapped|Sources/DiffcastServer/Server+Writing.swift|min(flush.nanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|flush.nanoseconds / 3_000_000|LingerTests
+linger-grows-with-whole-flush|Sources/DiffcastServer/Server+Writing.swift|min(flush.nanoseconds / 3_000_000, Self.maximumLingerMilliseconds)|min(flush.nanoseconds / 1_000_000, Self.maximumLingerMilliseconds)|LingerTests
+linger-grows-after-large-writes|Sources/DiffcastServer/Server+Writing.swift|guard flush.wroteWhole, flush.bytesPerStream < Self.smallWriteBytes else|guard flush.wroteWhole else|LingerTests
+linger-grows-with-readers-behind|Sources/DiffcastServer/Server+Writing.swift|guard flush.wroteWhole, flush.bytesPerStream < Self.smallWriteBytes else|guard flush.bytesPerStream < Self.smallWriteBytes else|LingerTests
+js-compact-from-not-filled|clients/js/diffcast.js|: { epoch: this.epoch, from: this.version, ...event };|: event;|node:clients/js/test/mirror.test.mjs
+js-chain-unchecked|clients/js/diffcast.js|        if (changeset.from !== this.version) {|        if (false) {|node:clients/js/test/mirror.test.mjs
+js-epoch-unchecked|clients/js/diffcast.js|        if (changeset.epoch !== this.epoch) throw|        if (false) throw|node:clients/js/test/mirror.test.mjs
+js-digest-unchecked|clients/js/diffcast.js|    if (actual !== expected) throw|    if (false) throw|node:clients/js/test/mirror.test.mjs
 EOF
 )
 
-# A filter `py:PATH` names a pytest suite run against the copy's daemon; the others filter
-# `swift test`. The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
-swift_filters() { tr '|' '\n' | { grep -v '^py:' || true; } | sort -u | paste -sd'|'; }
+# A filter `py:PATH` names a pytest suite and `node:PATH` a node test file, each run against the
+# copy's daemon; the others filter `swift test`. The unmutated copy must pass every suite used below, or a "kill" would prove nothing.
+swift_filters() { tr '|' '\n' | { grep -Ev '^(py|node):' || true; } | sort -u | paste -sd'|'; }
 python_suites() { tr '|' '\n' | { grep '^py:' || true; } | sed 's/^py://' | sort -u | paste -sd' '; }
+node_suites() { tr '|' '\n' | { grep '^node:' || true; } | sed 's/^node://' | sort -u | paste -sd' '; }
 # With a name given, only the mutants it selects (and only their suites in the baseline).
 if [ $# -gt 0 ]; then
   mutants=$(echo "$mutants" | awk -F'|' -v parts="$*" \
@@ -183,6 +190,7 @@ if [ $# -gt 0 ]; then
 fi
 all_filters=$(echo "$mutants" | cut -d'|' -f5- | swift_filters)
 all_python=$(echo "$mutants" | cut -d'|' -f5- | python_suites)
+all_node=$(echo "$mutants" | cut -d'|' -f5- | node_suites)
 (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy does not build (see $scratch/baseline.log)"; exit 1; }
 [ -z "$all_filters" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel \
@@ -195,9 +203,15 @@ run_python() {
     (cd "$scratch/src" && python3 -m pytest -q -x -p no:cacheprovider "$suite") || return 1
   done
 }
+run_node() {
+  [ $# -eq 0 ] || (cd "$scratch/src" && node --test "$@")
+}
 # shellcheck disable=SC2086
 run_python $all_python >>"$scratch/baseline.log" 2>&1 \
   || { echo "the unmutated copy fails its Python suites (see $scratch/baseline.log)"; exit 1; }
+# shellcheck disable=SC2086
+run_node $all_node >>"$scratch/baseline.log" 2>&1 \
+  || { echo "the unmutated copy fails its node suites (see $scratch/baseline.log)"; exit 1; }
 
 # Suites that run only as root (other users' credentials, a tmpfs mounted): a mutant that only
 # they kill is reported as skipped, not as a survivor, when this runs as another user.
@@ -233,16 +247,17 @@ PY
   log="$scratch/$name.log"
   filter=$(echo "$filters" | swift_filters)
   suites=$(echo "$filters" | python_suites)
+  node_files=$(echo "$filters" | node_suites)
   if ! (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$log" 2>&1); then
     printf '%-32s %s\n' "$name" "killed by the compiler (see $log)"
     killed=$((killed + 1))
   elif { [ -z "$filter" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); } \
-    && run_python $suites >>"$log" 2>&1; then
+    && run_python $suites >>"$log" 2>&1 && run_node $node_files >>"$log" 2>&1; then
     printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
     survived=$((survived + 1))
   else
     # A crash leaves no "✘ Test" line: grep then fails, which must not end the run (pipefail).
-    tests=$( { grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//'; grep -oE '^FAILED [^ ]+' "$log" | sed 's/^FAILED .*:://'; } | sort -u | head -4 | paste -sd, - || true)
+    tests=$( { grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//'; grep -oE '^FAILED [^ ]+' "$log" | sed 's/^FAILED .*:://'; grep -oE '^not ok [0-9]+ - .*' "$log" | sed 's/^not ok [0-9]* - //'; } | sort -u | head -4 | paste -sd, - || true)
     printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
     killed=$((killed + 1))
   fi

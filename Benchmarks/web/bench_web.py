@@ -126,11 +126,14 @@ def roundtrip(path, data, answers=1):
 
 
 class Diffcast:
-    name = "diffcastd"
+    """A diffcastd; `name` tells a baseline build from the one measured, `compact` whether its
+    subscribers ask for compact changesets."""
 
-    def __init__(self, binary, directory):
+    def __init__(self, binary, directory, name="diffcastd", compact=True):
         self.binary = binary
         self.directory = directory
+        self.name = name
+        self.compact = compact
 
     def start(self, messages):
         self.socket = os.path.join(self.directory, "d.sock")
@@ -324,7 +327,7 @@ def trial(server, transport, subscribers, messages, window, args, directory):
                 "subscribers": share,
                 "messages": messages,
                 "stallSeconds": args.stall,
-                "compact": args.events == "compact",
+                "compact": getattr(server, "compact", False),
             }
             clients.append(
                 subprocess.Popen(
@@ -481,6 +484,12 @@ def main():
         default="compact",
         help="the form Diffcast's subscribers ask for (compact: as the JavaScript client does, ?compact=1)",
     )
+    parser.add_argument(
+        "--baseline-diffcastd",
+        help="another diffcastd build (an earlier commit's) measured in the same rounds, its subscribers "
+        "asking for --baseline-events",
+    )
+    parser.add_argument("--baseline-events", choices=("compact", "full"), default="full")
     parser.add_argument("--verbose", action="store_true", help="every run's figures on stderr")
     parser.add_argument("--stall", type=float, default=10, help="seconds without a delivery that fail a run")
     args = parser.parse_args()
@@ -504,7 +513,14 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     directory = tempfile.mkdtemp(prefix="dc-web-")
-    diffcast = Diffcast(os.path.abspath(args.diffcastd), directory)
+    diffcast = Diffcast(os.path.abspath(args.diffcastd), directory, compact=args.events == "compact")
+    baseline = (
+        Diffcast(
+            os.path.abspath(args.baseline_diffcastd), directory, "diffcastd (baseline)", args.baseline_events == "compact"
+        )
+        if args.baseline_diffcastd
+        else None
+    )
     nchan = Nchan(args.nginx, args.nchan_module, directory, args.nginx_workers, args.nchan_buffer)
     nats = Nats(args.nats_server, directory) if args.nats_server and os.path.exists(args.nats_server) else None
     counts = [int(value) for value in args.subscribers.split(",")]
@@ -554,7 +570,11 @@ def main():
                 for subscribers in counts:
                     deliveries = args.lone_deliveries if window == 1 else args.deliveries
                     messages = args.messages or max(100, deliveries // subscribers)
-                    servers = [diffcast, nchan] + ([nats] if nats and transport == "ws" else [])
+                    servers = (
+                        [diffcast, nchan]
+                        + ([nats] if nats and transport == "ws" else [])
+                        + ([baseline] if baseline else [])
+                    )
                     results = {server.name: [] for server in servers}
                     for round in range(args.rounds):
                         # Alternated: each server first in turn.
@@ -592,7 +612,11 @@ def main():
                             f"p99 latency {median(ours, 'p99') / median(theirs, 'p99'):.2f}×, server CPU per delivery "
                             f"{median(ours, 'serverMicroseconds') / median(theirs, 'serverMicroseconds'):.2f}×"
                         )
-            others = "nginx + Nchan" + (" and nats-server" if nats and transport == "ws" else "")
+            others = (
+                "nginx + Nchan"
+                + (", nats-server" if nats and transport == "ws" else "")
+                + (" and the baseline diffcastd" if baseline else "")
+            )
             print(f"\nRatio diffcastd / {others} ({names[transport]}; of the medians, then per round):\n")
             print("\n".join(ratios) + "\n", flush=True)
             if notes:

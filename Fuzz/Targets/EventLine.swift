@@ -6,7 +6,8 @@ extension FuzzTargets {
     /// Event lines from a daemon, as a client follows a collection (`DiffcastClient.Connection`
     /// parses each line with `JSONParser.parse`; `Follower` feeds events to a `CollectionMirror`):
     /// snapshots, changesets (`Changeset.apply`, the digest checked) and drops. A changeset the
-    /// mirror takes must survive the daemon's encoding (`WireEncoder.changesetEvent`) unchanged.
+    /// mirror takes must survive the daemon's encoding (`WireEncoder.changesetEvent`) unchanged,
+    /// and its compact forms (`CompactEvents`) must apply as it does.
     ///
     /// Input: event lines.
     public static func eventLine(_ input: UnsafeRawBufferPointer) {
@@ -25,6 +26,17 @@ extension FuzzTargets {
             var replay = before
             guard (try? replay.feed(value)) != nil, Digest(of: replay.snapshot) == Digest(of: mirror.snapshot) else {
                 Fuzz.failure("a re-encoded changeset does not apply: \(String(decoding: encoded, as: UTF8.self))")
+            }
+            for keepingCollection in [false, true] {
+                var compactReplay = before
+                guard
+                    let compact = encoded.withUnsafeBytes({
+                        CompactEvents.changeset($0, keepingCollection: keepingCollection)
+                    }),
+                    let compactValue = try? JSONParser.parse(compact), (try? compactReplay.feed(compactValue)) != nil,
+                    Digest(of: compactReplay.snapshot) == Digest(of: mirror.snapshot),
+                    compactReplay.version == mirror.version
+                else { Fuzz.failure("a compact changeset does not apply: \(String(decoding: encoded, as: UTF8.self))") }
             }
         }
     }

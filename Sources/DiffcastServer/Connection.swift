@@ -109,6 +109,10 @@ final class Connection: TurnTaking, Identifiable {
 
     var hasOutbound: Bool { !pending.isEmpty }
 
+    /// Whether a write may start now: something is queued, no write is in flight (its
+    /// completion starts the next), and the connection is not closing.
+    var mayStartWrite: Bool { !pending.isWriting && hasOutbound && !isClosing }
+
     /// Whether this is a scrape of the metrics listener rather than a client.
     var servesMetricsOnly: Bool {
         if case .http(let exchanges) = transport { return exchanges.servesMetricsOnly }

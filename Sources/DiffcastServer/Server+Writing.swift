@@ -117,7 +117,7 @@ extension Server {
         parallelBuffers.removeAll(keepingCapacity: true)
         var taken: [(connection: Connection, chunks: [SharedBytes], bytes: Int)] = []
         taken.reserveCapacity(slice.count)
-        for connection in slice where !connection.pending.isWriting && connection.hasOutbound && !connection.isClosing {
+        for connection in slice where connection.mayStartWrite {
             let descriptor = connection.descriptor
             guard descriptor >= 0 else { continue }
             let chunks = connection.pending.take(limit: Self.buffersPerWrite)
@@ -166,37 +166,53 @@ extension Server {
     static let lingerBytes = 64 * 1024
 
     /// How long new events wait before the lingering streams are written: `stream_linger_ms`,
-    /// or a third of what the last flush took when that is longer (up to
-    /// `maximumLingerMilliseconds`). Writing a thousand streams takes the loop milliseconds, in
-    /// which it reads nothing; lingering a third of that, it reads the writes that arrived
-    /// meanwhile, and the next flush carries all their events in one write per stream. So a
-    /// large fan-out writes several events per syscall under load, and a small one (a flush of
-    /// microseconds) waits no longer than the setting.
-    static func lingerMilliseconds(configured: UInt64, lastFlushNanoseconds: UInt64) -> UInt64 {
-        max(configured, min(lastFlushNanoseconds / 3_000_000, Self.maximumLingerMilliseconds))
+    /// or, after a flush of small writes that the kernel took whole, a third of what that flush
+    /// took when it is longer (up to `maximumLingerMilliseconds`). Writing a thousand streams
+    /// takes the loop milliseconds, in which it reads nothing; one write at a time, each flush
+    /// would then carry one small event per stream. Lingering a third of that, the loop reads
+    /// the writes that arrive meanwhile, and the next flush carries all their events in one
+    /// write per stream. A small fan-out (a flush of microseconds) waits no longer than the
+    /// setting. A flush of larger writes (a pipelining publisher's coalesced versions) already
+    /// spreads each syscall over many bytes, and one that left a write over for `uv_write`
+    /// has readers for its bottleneck, whose socket buffers coalesce already: waiting longer
+    /// would only delay their events.
+    static func lingerMilliseconds(configured: UInt64, after flush: LingerFlush) -> UInt64 {
+        guard flush.wroteWhole, flush.bytesPerStream < Self.smallWriteBytes else { return configured }
+        return max(configured, min(flush.nanoseconds / 3_000_000, Self.maximumLingerMilliseconds))
     }
 
     /// The longest a flush's duration stretches the linger.
     static let maximumLingerMilliseconds: UInt64 = 50
 
+    /// Bytes per stream below which a flush's writes are small: a few events of a few hundred
+    /// bytes, each write's syscall and segment most of its cost.
+    static let smallWriteBytes = 2048
+
     private func armLingerTimer() {
         guard let timer = lingerTimer, uv_is_active(dc_handle(timer)) == 0 else { return }
-        let delay = Self.lingerMilliseconds(
-            configured: configuration.streamLingerMilliseconds, lastFlushNanoseconds: lastLingerFlushNanoseconds)
+        let delay = Self.lingerMilliseconds(configured: configuration.streamLingerMilliseconds, after: lastLingerFlush)
         let result = uv_timer_start(timer, { timer in Server.from(timer)?.flushLingering() }, delay, 0)
         if result != 0 { flushLingering() }
     }
 
-    /// Writes what the lingering streams queued, and notes how long that took.
+    /// Writes what the lingering streams queued, and notes how long that took and whether the
+    /// kernel took every write whole.
     func flushLingering() {
         let start = uv_hrtime()
         let streams = lingering
         lingering.removeAll(keepingCapacity: true)
+        var wroteWhole = true
+        var (written, bytes) = (0, 0)
         for connection in streams where connection.isLingering {
             connection.isLingering = false
+            written += 1
+            bytes += connection.pending.queuedBytes
             write(connection)
+            if connection.pending.isWriting { wroteWhole = false }
         }
-        lastLingerFlushNanoseconds = uv_hrtime() &- start
+        lastLingerFlush = LingerFlush(
+            nanoseconds: uv_hrtime() &- start, bytesPerStream: written == 0 ? 0 : bytes / written,
+            wroteWhole: wroteWhole)
         submitPendingJobs()
         flushDirty()
     }
@@ -206,7 +222,7 @@ extension Server {
     /// kernel takes them all, the usual case, the write costs no request, no callback and no
     /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     func startWrite(_ connection: Connection) {
-        while !connection.pending.isWriting, connection.hasOutbound, !connection.isClosing {
+        while connection.mayStartWrite {
             let (count, total) = connection.pending.withQueued(limit: Self.buffersPerWrite) { chunks in
                 (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
             }
@@ -341,4 +357,13 @@ enum WriteBuffers {
         }
         return total
     }
+}
+
+/// What a flush of the lingering streams took (`Server.lingerMilliseconds`).
+struct LingerFlush {
+    var nanoseconds: UInt64
+    /// The bytes written per stream, on average.
+    var bytesPerStream: Int
+    /// Whether the kernel took every stream's write whole (none was left for a `uv_write`).
+    var wroteWhole: Bool
 }

@@ -43,9 +43,10 @@ public final class Server {
     var turnHandle: UnsafeMutablePointer<uv_idle_t>?
     /// Armed while `lingering` is not empty; nil when streams do not linger.
     var lingerTimer: UnsafeMutablePointer<uv_timer_t>?
-    /// How long the last `flushLingering` took to write its streams, in nanoseconds: the next
-    /// linger is at least a third of it (`lingerMilliseconds`).
-    var lastLingerFlushNanoseconds: UInt64 = 0
+    /// How long the last `flushLingering` took to write its streams, how much it wrote each and
+    /// whether the kernel took every write whole: the next linger follows them
+    /// (`lingerMilliseconds`).
+    var lastLingerFlush = LingerFlush(nanoseconds: 0, bytesPerStream: 0, wroteWhole: true)
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
     /// With `io_threads` above 1: the threads that help write a slice of subscribers, and the

@@ -7,7 +7,9 @@ import Testing
 @Suite struct LingerTests {
     @Test func aShortFlushLingersAsConfiguredALongOneAThirdOfItsTime() {
         let linger = { (configured: UInt64, flushMilliseconds: Double) in
-            Server.lingerMilliseconds(configured: configured, lastFlushNanoseconds: UInt64(flushMilliseconds * 1e6))
+            Server.lingerMilliseconds(
+                configured: configured,
+                after: LingerFlush(nanoseconds: UInt64(flushMilliseconds * 1e6), bytesPerStream: 300, wroteWhole: true))
         }
         // Ten streams: a flush of 0.1 ms; the setting rules.
         #expect(linger(1, 0.1) == 1)
@@ -24,5 +26,20 @@ import Testing
         #expect(Server.maximumLingerMilliseconds == 50)
         // A configured linger above the ceiling stays as configured.
         #expect(linger(80, 300) == 80)
+    }
+
+    @Test func aFlushOfLargeWritesOrOneThatLeftAWriteOverLingersAsConfigured() {
+        let linger = { (configured: UInt64, bytes: Int, wroteWhole: Bool) in
+            Server.lingerMilliseconds(
+                configured: configured,
+                after: LingerFlush(nanoseconds: 30_000_000, bytesPerStream: bytes, wroteWhole: wroteWhole))
+        }
+        #expect(Server.smallWriteBytes == 2048)
+        #expect(linger(1, 0, true) == 10)
+        #expect(linger(1, 2047, true) == 10)
+        #expect(linger(1, 2048, true) == 1)
+        #expect(linger(1, 7000, true) == 1)
+        #expect(linger(1, 300, false) == 1)
+        #expect(linger(20, 300, false) == 20)
     }
 }
