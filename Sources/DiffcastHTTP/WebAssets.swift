@@ -504,6 +504,10 @@ public enum WebAssets {
          * one). Returns `{mirror, window, moveWindow(W), request(body), close()}` and is an
          * EventTarget-like object for `bindList`.
          *
+         * Both transports ask for compact changesets (`?compact=1`: without the epoch and `from` the
+         * mirror holds, and over Server-Sent Events without the collection); the changesets reported
+         * have them filled in.
+         *
          * A whole collection resumes from the version it holds after a lost connection. A windowed one
          * subscribes again with its window (no `since`): an anchor window with the item the daemon
          * last said it follows, or, when that item is gone, `{first: before + 1 + after}`. `moveWindow`

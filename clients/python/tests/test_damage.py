@@ -141,7 +141,7 @@ DAMAGED_CHANGESETS = {
     "move without a target": damage(MOVE + ("to",), DROP),
     "update past the end": damage(UPDATE + ("at", 1), 7),
     "update of another item": damage(UPDATE + ("id",), "x"),
-    "no from": damage(("from",), DROP),
+    "from null": damage(("from",), None),
     "from as a string": damage(("from",), "1"),
     "from as a list": damage(("from",), [1]),
     "version past 64 bits": damage(("version",), 2 ** 64),
