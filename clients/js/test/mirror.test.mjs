@@ -109,6 +109,26 @@ test("data keeps the daemon's text: 1.0 stays 1.0 and the digest holds", () => {
   assert.equal(event.sections[0].items[0].data.value.y, '}"');
 });
 
+test("a changeset off the chain or of another epoch is a divergence, even with the right digest", () => {
+  const snapshot = '{"event":"snapshot","collection":"m","epoch":"e","version":1,"sections":[{"id":"s","items":["a","b"]}],"digest":"1ae354cda546efbc"}';
+  // Appends c: the digest of [a, b, c] (golden vector "an item appended").
+  const changeset = (head) =>
+    `{"event":"changeset",${head}"version":2,"items":{"inserted":[{"at":[0,2],"id":"c"}]},"digest":"1c908a185eb97cc0"}`;
+  for (const head of ['"collection":"m","epoch":"e","from":2,', '"collection":"m","epoch":"f","from":1,', '"from":0,', '"epoch":"f",']) {
+    const mirror = new Mirror();
+    mirror.apply(parseEvent(snapshot));
+    assert.throws(() => mirror.apply(parseEvent(changeset(head))), Divergence, head);
+    assert.deepEqual([mirror.version, mirror.epoch, mirror.digest], [1, "e", "1ae354cda546efbc"], head);
+  }
+  // The same changeset on the chain applies, in full and compact.
+  for (const head of ['"collection":"m","epoch":"e","from":1,', ""]) {
+    const mirror = new Mirror();
+    mirror.apply(parseEvent(snapshot));
+    assert.equal(mirror.apply(parseEvent(changeset(head))).kind, "changeset", head);
+    assert.deepEqual([mirror.version, mirror.epoch, mirror.digest], [2, "e", "1c908a185eb97cc0"], head);
+  }
+});
+
 test("a damaged changeset is a divergence and changes nothing", () => {
   const mirror = new Mirror();
   mirror.apply(parseEvent('{"event":"snapshot","collection":"m","epoch":"e","version":1,"sections":[{"id":"s","items":["a","b"]}],"digest":"1ae354cda546efbc"}'));
