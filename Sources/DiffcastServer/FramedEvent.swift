@@ -24,11 +24,7 @@ final class FramedEvent {
     /// `id:`, `event:` and `data:` lines, then the blank line that ends the event.
     var asServerSentEvent: SharedBytes {
         if let serverSentEvent { return serverSentEvent }
-        var bytes = line.withUnsafeBytes(ServerSentEvents.prefix)
-        bytes.reserveCapacity(bytes.count + line.count + 1)
-        bytes += line.bytes
-        bytes.append(UInt8(ascii: "\n"))
-        let framed = SharedBytes(bytes)
+        let framed = Self.serverSentEvent(line.withUnsafeBytes(ServerSentEvents.prefix), data: line.bytes)
         serverSentEvent = framed
         return framed
     }
@@ -47,13 +43,10 @@ final class FramedEvent {
     var asCompactServerSentEvent: SharedBytes {
         if let compactServerSentEvent { return compactServerSentEvent }
         let framed =
-            line.withUnsafeBytes { line -> SharedBytes? in
-                guard let compact = CompactEvents.changeset(line, keepingCollection: false) else { return nil }
-                var bytes = ServerSentEvents.prefix(of: line, namingKind: false)
-                bytes.reserveCapacity(bytes.count + compact.count + 1)
-                bytes += compact
-                bytes.append(UInt8(ascii: "\n"))
-                return SharedBytes(bytes)
+            line.withUnsafeBytes { line in
+                CompactEvents.changeset(line, keepingCollection: false).map {
+                    Self.serverSentEvent(ServerSentEvents.prefix(of: line, namingKind: false), data: $0)
+                }
             } ?? asServerSentEvent
         compactServerSentEvent = framed
         return framed
@@ -65,11 +58,20 @@ final class FramedEvent {
     var asCompactWebSocketFrame: SharedBytes {
         if let compactWebSocketFrame { return compactWebSocketFrame }
         let framed =
-            line.withUnsafeBytes { line -> SharedBytes? in
-                guard let compact = CompactEvents.changeset(line, keepingCollection: true) else { return nil }
-                return SharedBytes(compact.withUnsafeBytes(webSocketFramer.frame))
+            line.withUnsafeBytes { CompactEvents.changeset($0, keepingCollection: true) }.map {
+                SharedBytes($0.withUnsafeBytes(webSocketFramer.frame))
             } ?? asWebSocketFrame
         compactWebSocketFrame = framed
         return framed
+    }
+
+    /// An event's `prefix` (`ServerSentEvents.prefix`), its line as the data (with its
+    /// newline), and the blank line that ends it.
+    private static func serverSentEvent(_ prefix: [UInt8], data: [UInt8]) -> SharedBytes {
+        var bytes = prefix
+        bytes.reserveCapacity(bytes.count + data.count + 1)
+        bytes += data
+        bytes.append(UInt8(ascii: "\n"))
+        return SharedBytes(bytes)
     }
 }

@@ -20,10 +20,11 @@ public enum CompactEvents {
     public static func changeset(_ line: UnsafeRawBufferPointer, keepingCollection: Bool) -> [UInt8]? {
         var cursor = Cursor(bytes: line)
         guard cursor.skip(Self.kind) else { return nil }
+        // `"collection":NAME,`, kept or not.
         let collectionStart = cursor.offset
-        guard cursor.skip(#""collection":"#), cursor.skipString(), cursor.skip(#",""#) else { return nil }
-        let collectionEnd = cursor.offset - 1
-        guard cursor.skip(#"epoch":"#), cursor.skipString(), cursor.skip(#","from":"#), cursor.skipDigits(),
+        guard cursor.skip(#""collection":"#), cursor.skipString(), cursor.skip(",") else { return nil }
+        let collectionEnd = cursor.offset
+        guard cursor.skip(#""epoch":"#), cursor.skipString(), cursor.skip(#","from":"#), cursor.skipDigits(),
             cursor.skip(",")
         else { return nil }
         let rest = cursor.offset
