@@ -74,17 +74,19 @@ run: release
 
 # Suites run one after another: the integration tests start and kill many processes. The release
 # build (the daemon check.py runs against, and the package's binaries) is made meanwhile, at the
-# lowest priority, beside the suites of processes, which spend most of their time waiting on
-# daemons, browsers and NATS; the Swift suites, which time their daemons closely, run alone
-# first. Then the shared contract check (../shared/conformance/check.py --contract 3, when it is
+# lowest priority: the Swift suites run one test at a time and leave a core idle, and the suites of
+# processes spend most of their time waiting on daemons, browsers and NATS. The Swift suites run
+# from their test binary, not through `swift test`, which would wait for the build's lock on
+# .build. Then the shared contract check (../shared/conformance/check.py --contract 3, when it is
 # there) runs against a fresh release daemon, so a broken contract shows where the work is done
 # (under CI, .ci/run runs it next on its own).
+SWIFT_SUITES = NO_COLOR=1 .build/debug/DiffcastPackageTests.xctest --testing-library swift-testing --no-parallel
+
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
 	@nice -n 19 $(MAKE) --no-print-directory release > .build/release-beside-tests.log 2>&1 & release=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory test-clients && $(MAKE) --no-print-directory test-web \
+	$(SWIFT_SUITES) && $(MAKE) --no-print-directory test-clients && $(MAKE) --no-print-directory test-web \
 	  && $(MAKE) --no-print-directory test-backbone || status=$$?; \
 	if ! wait $$release; then \
 	  tail -40 .build/release-beside-tests.log; echo "the release build failed (.build/release-beside-tests.log)"; status=1; \
