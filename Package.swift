@@ -110,7 +110,7 @@ let package = Package(
         .target(
             name: "DiffcastConfiguration",
             dependencies: [
-                "DiffcastEngine", "DiffcastStorage", "DiffcastServer", "DiffcastAccess", "DiffcastBackbone",
+                "DiffcastCore", "DiffcastWire", "DiffcastStorage", "DiffcastAccess", "DiffcastBackbone",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ]

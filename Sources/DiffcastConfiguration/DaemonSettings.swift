@@ -1,15 +1,9 @@
-import DiffcastAccess
-import DiffcastBackbone
-import DiffcastEngine
-import DiffcastServer
-import DiffcastStorage
-import DiffcastWire
-import Logging
 import Yams
 
-/// Every setting of `diffcastd` with its default. `config/diffcastd.yaml` lists the same keys
-/// with the same values and a comment each; the command line overrides the file.
-public struct DaemonSettings: Codable, Equatable, Sendable {
+/// The values of every setting of `diffcastd`, each with its default: `DaemonSettings()` is the
+/// configuration built into the daemon, which `config/diffcastd.yaml` writes out. What each
+/// setting is (key, option, accepted values, reload, help) is described once, in `all`.
+public struct DaemonSettings: Equatable, Sendable {
     public var socket = "/tmp/diffcast.sock"
     public var tcp: String?
     public var tcpToken: String?
@@ -57,148 +51,221 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey, CaseIterable {
-        case socket, tcp, logLevel = "log_level", tcpToken = "tcp_token", maxLineBytes = "max_line_bytes"
-        case maxUnsentBytes = "max_unsent_bytes", slowSubscriberPolicy = "slow_subscriber_policy"
-        case coalesceWindowMs = "coalesce_window_ms", historyVersions = "history_versions", stateDir = "state_dir"
-        case sync, syncIntervalMs = "sync_interval_ms", checkpointLogBytes = "checkpoint_log_bytes"
-        case maxConnections = "max_connections", maxCollections = "max_collections"
-        case maxItemsPerCollection = "max_items_per_collection", publishers, subscribers, metrics, http
-        case httpOrigins = "http_origins", streamLingerMs = "stream_linger_ms", ioThreads = "io_threads"
-        case streamHeartbeatMs = "stream_heartbeat_ms"
-        case backbone, backboneLeaseMs = "backbone_lease_ms", backboneOwner = "backbone_owner"
-        case backboneReplicas = "backbone_replicas", backboneSnapshotEvery = "backbone_snapshot_every"
-        case authKeys = "auth_keys", authAudience = "auth_audience", authIssuer = "auth_issuer"
-        case authLeewayS = "auth_leeway_s", authAnonymous = "auth_anonymous"
-        case maxConnectionsPerSubject = "max_connections_per_subject", trustedProxies = "trusted_proxies"
-        case backboneUser = "backbone_user", backbonePassword = "backbone_password", backboneToken = "backbone_token"
-        case backboneCreds = "backbone_creds", backboneTlsCa = "backbone_tls_ca", backboneTlsCert = "backbone_tls_cert"
-        case backboneTlsKey = "backbone_tls_key"
-    }
-
-    /// Keys the file leaves out keep their defaults.
-    public init(from decoder: any Decoder) throws {
-        let file = try decoder.container(keyedBy: CodingKeys.self)
-        let defaults = DaemonSettings()
-        socket = try file.decodeIfPresent(String.self, forKey: .socket) ?? defaults.socket
-        tcp = try file.decodeIfPresent(String.self, forKey: .tcp)
-        tcpToken = try file.decodeIfPresent(String.self, forKey: .tcpToken)
-        metrics = try file.decodeIfPresent(String.self, forKey: .metrics)
-        http = try file.decodeIfPresent(String.self, forKey: .http)
-        httpOrigins = try file.decodeIfPresent([String].self, forKey: .httpOrigins) ?? defaults.httpOrigins
-        streamLingerMs = try file.decodeIfPresent(Int.self, forKey: .streamLingerMs) ?? defaults.streamLingerMs
-        streamHeartbeatMs =
-            try file.decodeIfPresent(Int.self, forKey: .streamHeartbeatMs) ?? defaults.streamHeartbeatMs
-        ioThreads = try file.decodeIfPresent(Int.self, forKey: .ioThreads) ?? defaults.ioThreads
-        logLevel = try file.decodeIfPresent(String.self, forKey: .logLevel) ?? defaults.logLevel
-        maxLineBytes = try file.decodeIfPresent(Int.self, forKey: .maxLineBytes) ?? defaults.maxLineBytes
-        maxUnsentBytes = try file.decodeIfPresent(Int.self, forKey: .maxUnsentBytes) ?? defaults.maxUnsentBytes
-        slowSubscriberPolicy =
-            try file.decodeIfPresent(String.self, forKey: .slowSubscriberPolicy) ?? defaults.slowSubscriberPolicy
-        coalesceWindowMs = try file.decodeIfPresent(Int.self, forKey: .coalesceWindowMs) ?? defaults.coalesceWindowMs
-        historyVersions = try file.decodeIfPresent(Int.self, forKey: .historyVersions) ?? defaults.historyVersions
-        stateDir = try file.decodeIfPresent(String.self, forKey: .stateDir)
-        sync = try file.decodeIfPresent(String.self, forKey: .sync) ?? defaults.sync
-        syncIntervalMs = try file.decodeIfPresent(Int.self, forKey: .syncIntervalMs) ?? defaults.syncIntervalMs
-        checkpointLogBytes =
-            try file.decodeIfPresent(Int.self, forKey: .checkpointLogBytes) ?? defaults.checkpointLogBytes
-        maxConnections = try file.decodeIfPresent(Int.self, forKey: .maxConnections) ?? defaults.maxConnections
-        maxCollections = try file.decodeIfPresent(Int.self, forKey: .maxCollections) ?? defaults.maxCollections
-        maxItemsPerCollection =
-            try file.decodeIfPresent(Int.self, forKey: .maxItemsPerCollection) ?? defaults.maxItemsPerCollection
-        publishers = try file.decodeIfPresent([String].self, forKey: .publishers) ?? defaults.publishers
-        subscribers = try file.decodeIfPresent([String].self, forKey: .subscribers) ?? defaults.subscribers
-        backbone = try file.decodeIfPresent(String.self, forKey: .backbone)
-        backboneLeaseMs = try file.decodeIfPresent(Int.self, forKey: .backboneLeaseMs) ?? defaults.backboneLeaseMs
-        backboneOwner = try file.decodeIfPresent(Bool.self, forKey: .backboneOwner) ?? defaults.backboneOwner
-        backboneReplicas = try file.decodeIfPresent(Int.self, forKey: .backboneReplicas) ?? defaults.backboneReplicas
-        backboneSnapshotEvery =
-            try file.decodeIfPresent(Int.self, forKey: .backboneSnapshotEvery) ?? defaults.backboneSnapshotEvery
-        authKeys = try file.decodeIfPresent(String.self, forKey: .authKeys)
-        authAudience = try file.decodeIfPresent(String.self, forKey: .authAudience)
-        authIssuer = try file.decodeIfPresent(String.self, forKey: .authIssuer)
-        authLeewayS = try file.decodeIfPresent(Int.self, forKey: .authLeewayS) ?? defaults.authLeewayS
-        // A YAML mapping ({read: [public.>]}) or its JSON text.
-        if let claim = try? file.decodeIfPresent(RightsYAML.self, forKey: .authAnonymous) {
-            authAnonymous = claim.json
-        } else {
-            authAnonymous = try file.decodeIfPresent(String.self, forKey: .authAnonymous)
-        }
-        maxConnectionsPerSubject =
-            try file.decodeIfPresent(Int.self, forKey: .maxConnectionsPerSubject) ?? defaults.maxConnectionsPerSubject
-        trustedProxies = try file.decodeIfPresent([String].self, forKey: .trustedProxies) ?? defaults.trustedProxies
-        backboneUser = try file.decodeIfPresent(String.self, forKey: .backboneUser)
-        backbonePassword = try file.decodeIfPresent(String.self, forKey: .backbonePassword)
-        backboneToken = try file.decodeIfPresent(String.self, forKey: .backboneToken)
-        backboneCreds = try file.decodeIfPresent(String.self, forKey: .backboneCreds)
-        backboneTlsCa = try file.decodeIfPresent(String.self, forKey: .backboneTlsCa)
-        backboneTlsCert = try file.decodeIfPresent(String.self, forKey: .backboneTlsCert)
-        backboneTlsKey = try file.decodeIfPresent(String.self, forKey: .backboneTlsKey)
-    }
+    /// Every setting, in the order of `config/diffcastd.yaml`.
+    public static let all: [Setting] = [
+        Setting("socket", .text(\.socket), .afterRestart, "Unix socket to listen on (also $DIFFCAST_SOCKET)."),
+        Setting(
+            "tcp", .optionalText(\.tcp, .address(example: "127.0.0.1:7000")), .afterRestart,
+            "Also listen on TCP at HOST:PORT (use a loopback address)."),
+        Setting(
+            "tcp_token", .optionalText(\.tcpToken, .nonEmpty), .onReload,
+            "Token a TCP or HTTP client presents ({\"op\":\"auth\",\"token\":…}) before anything but ping."),
+        Setting(
+            "metrics", .optionalText(\.metrics, .address(example: "127.0.0.1:9464")), .afterRestart,
+            "Serve Prometheus metrics at http://HOST:PORT/metrics (use a loopback address)."),
+        Setting(
+            "http", .optionalText(\.http, .address(example: "127.0.0.1:8080")), .afterRestart,
+            "Serve HTTP at HOST:PORT: the API, Server-Sent Events, WebSocket and the inspector page."),
+        Setting(
+            "http_origins", .list(\.httpOrigins), .afterRestart,
+            "Origins whose pages may call the HTTP API, comma-separated (* for any)."),
+        Setting(
+            "stream_linger_ms", .integer(\.streamLingerMs, 0...1000), .afterRestart,
+            "Milliseconds an SSE or WebSocket stream's events wait at least to be written together (0: at once)."),
+        Setting(
+            "stream_heartbeat_ms", .integer(\.streamHeartbeatMs, 100...3_600_000), .afterRestart,
+            "Milliseconds between the comment lines that keep an idle SSE stream open through proxies."),
+        Setting(
+            "io_threads", .integer(\.ioThreads, 1...64), .afterRestart,
+            "Threads that write to subscribers together: the loop and io_threads - 1 helpers."),
+        Setting(
+            "log_level",
+            .choice(\.logLevel, choices: ["trace", "debug", "info", "notice", "warning", "error", "critical"]),
+            .onReload, "Least severe log message written."),
+        Setting(
+            "max_line_bytes", .integer(\.maxLineBytes, 1024...Int.max), .onReload, "Longest request line in bytes."),
+        Setting(
+            "max_unsent_bytes", .integer(\.maxUnsentBytes, 1024...Int.max), .onReload,
+            "Unsent bytes a subscriber may have queued before it is caught up later (or disconnected)."),
+        Setting(
+            "slow_subscriber_policy", .choice(\.slowSubscriberPolicy, choices: ["catch_up", "disconnect"]), .onReload,
+            "What happens to a subscriber past max_unsent_bytes."),
+        Setting(
+            "coalesce_window_ms", .integer(\.coalesceWindowMs, 0...Int.max), .afterRestart,
+            "Extra milliseconds the apply queue waits to coalesce writes (0: none)."),
+        Setting(
+            "history_versions", .integer(\.historyVersions, 1...Int.max), .afterRestart,
+            "Versions of history kept per collection for catch-up changesets."),
+        Setting(
+            "state_dir", .optionalText(\.stateDir, .any), .afterRestart,
+            "Directory for the write-ahead log and checkpoints (null: state in memory only)."),
+        Setting(
+            "sync", .choice(\.sync, choices: ["always", "interval", "never"]), .afterRestart,
+            "always (fsync before every acknowledgement), interval or never."),
+        Setting(
+            "sync_interval_ms", .integer(\.syncIntervalMs, 1...Int.max), .afterRestart,
+            "With sync interval: longest time acknowledged writes wait for an fsync."),
+        Setting(
+            "checkpoint_log_bytes", .integer(\.checkpointLogBytes, 4096...Int.max), .afterRestart,
+            "Log size in bytes past which the log is folded into a checkpoint."),
+        Setting("max_connections", .integer(\.maxConnections, 1...Int.max), .onReload, "Client connections at once."),
+        Setting("max_collections", .integer(\.maxCollections, 1...Int.max), .onReload, "Collections at once."),
+        Setting(
+            "max_items_per_collection", .integer(\.maxItemsPerCollection, 1...Int.max), .onReload,
+            "Items in one collection."),
+        Setting(
+            "publishers", .list(\.publishers), .onReload,
+            "Who may write on the Unix socket: uid:N, gid:N, user:NAME, group:NAME, comma-separated."),
+        Setting(
+            "subscribers", .list(\.subscribers), .onReload,
+            "Who may get, list and subscribe on the Unix socket, in the same form."),
+        Setting(
+            "backbone", .optionalText(\.backbone, .any), .afterRestart,
+            "NATS servers (nats://HOST:PORT,…) of a backbone shared with other daemons."),
+        Setting(
+            "backbone_lease_ms", .integer(\.backboneLeaseMs, 100...Int.max), .afterRestart,
+            "How long a backbone lease lasts unrenewed, in milliseconds."),
+        Setting(
+            "backbone_owner", .flag(\.backboneOwner), .afterRestart,
+            "Whether this daemon takes backbone leases (false: it forwards every write)."),
+        Setting(
+            "backbone_replicas", .integer(\.backboneReplicas, 1...Int.max), .afterRestart,
+            "Copies the NATS cluster keeps of the shared log and the leases."),
+        Setting(
+            "backbone_snapshot_every", .integer(\.backboneSnapshotEvery, 1...Int.max), .afterRestart,
+            "Log messages of a collection between two snapshots, which bound what a joining daemon replays."),
+        Setting(
+            "auth_keys", .optionalText(\.authKeys, .any), .onReload,
+            "JSON Web Key Set file that capability tokens are verified against."),
+        Setting(
+            "auth_audience", .optionalText(\.authAudience, .any), .onReload,
+            "Audience a token's aud must name (checked only when set)."),
+        Setting(
+            "auth_issuer", .optionalText(\.authIssuer, .any), .onReload,
+            "Issuer a token's iss must be (checked only when set)."),
+        Setting(
+            "auth_leeway_s", .integer(\.authLeewayS, 0...3600), .onReload,
+            "Seconds of clock difference forgiven on a token's exp and nbf."),
+        Setting(
+            "auth_anonymous", .rights(\.authAnonymous), .onReload,
+            "Rights of clients that present no token, as a diffcast claim."),
+        Setting(
+            "max_connections_per_subject", .integer(\.maxConnectionsPerSubject, 1...Int.max), .onReload,
+            "Connections that tokens with one sub may hold at once."),
+        Setting(
+            "trusted_proxies", .list(\.trustedProxies), .onReload,
+            "Addresses of reverse proxies whose X-Forwarded-For names the client, comma-separated."),
+        Setting(
+            "backbone_user", .optionalText(\.backboneUser, .any), .afterRestart,
+            "User name for the backbone's NATS servers (with backbone_password)."),
+        Setting(
+            "backbone_password", .optionalText(\.backbonePassword, .any), .afterRestart,
+            "Password for the backbone's NATS servers."),
+        Setting(
+            "backbone_token", .optionalText(\.backboneToken, .any), .afterRestart,
+            "Token for the backbone's NATS servers."),
+        Setting(
+            "backbone_creds", .optionalText(\.backboneCreds, .any), .afterRestart,
+            "A NATS .creds file (user JWT and NKey seed) for the backbone."),
+        Setting(
+            "backbone_tls_ca", .optionalText(\.backboneTlsCa, .any), .afterRestart,
+            "CA certificates for TLS to the backbone's NATS servers."),
+        Setting(
+            "backbone_tls_cert", .optionalText(\.backboneTlsCert, .any), .afterRestart,
+            "This daemon's TLS certificate chain for the NATS servers."),
+        Setting(
+            "backbone_tls_key", .optionalText(\.backboneTlsKey, .any), .afterRestart,
+            "The key of backbone_tls_cert."),
+    ]
 
     /// Every key a configuration file may hold, as it is spelled there.
-    public static var keys: [String] { CodingKeys.allCases.map(\.rawValue) }
+    public static var keys: [String] { all.map(\.key) }
 
-    /// Reads a configuration file; an unknown key or a value of the wrong type is an error
-    /// naming it.
+    /// Reads a configuration file over the defaults: a key it leaves out (or sets to `null`)
+    /// keeps its default; an unknown key or a value of the wrong type is an error naming it.
     public static func load(yaml text: String, from path: String) throws(SettingsError) -> DaemonSettings {
+        var settings = DaemonSettings()
         let node: Node?
         do {
             node = try Yams.compose(yaml: text)
         } catch {
             throw SettingsError("\(path): not YAML: \(error)")
         }
-        guard let node else { return DaemonSettings() }
+        guard let node else { return settings }
         guard let mapping = node.mapping else { throw SettingsError("\(path): expected key: value lines") }
-        let known = Set(keys)
-        for key in mapping.keys {
-            guard let name = key.string, known.contains(name) else {
+        for (key, value) in mapping {
+            guard let name = key.string, let setting = all.first(where: { $0.key == name }) else {
                 throw SettingsError("\(path): unknown key '\(key.string ?? "?")' (line \(key.mark?.line ?? 0))")
             }
-        }
-        do {
-            return try YAMLDecoder().decode(DaemonSettings.self, from: node)
-        } catch let DecodingError.typeMismatch(type, context) {
-            throw SettingsError(
-                "\(path): '\(context.codingPath.map(\.stringValue).joined(separator: "."))' must be \(type)")
-        } catch {
-            throw SettingsError("\(path): \(error)")
-        }
-    }
-}
-
-/// `auth_anonymous` written as a YAML mapping, turned into the claim's JSON text.
-struct RightsYAML: Decodable {
-    let json: String
-
-    private enum Keys: String, CodingKey, CaseIterable {
-        case read, write, drop, admin
-    }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Keys.self)
-        var members: [JSONValue.Member] = []
-        for key in [Keys.read, .write, .drop] {
-            if let patterns = try container.decodeIfPresent([String].self, forKey: key) {
-                members.append(.init(key.rawValue, .array(patterns.map(JSONValue.string))))
+            do {
+                try setting.read(value, into: &settings)
+            } catch {
+                throw SettingsError("\(path): \(error) (line \(key.mark?.line ?? 0))")
             }
         }
-        if let admin = try container.decodeIfPresent(Bool.self, forKey: .admin) {
-            members.append(.init("admin", .bool(admin)))
-        }
-        var output = JSONOutput()
-        output.append(.object(members))
-        json = String(decoding: output.bytes, as: UTF8.self)
+        return settings
     }
-}
 
-/// How to join other daemons through NATS (`backbone` and its keys).
-public struct BackboneOptions: Sendable, Equatable {
-    public var servers: [String]
-    public var leaseMilliseconds: Int
-    public var mayOwn: Bool
-    public var replicas: Int
-    public var credentials: NATSCredentials
+    /// Applies command-line options (`--max-line-bytes 4096` or `--max-line-bytes=4096`) over
+    /// these settings; an unknown option, a missing or a mistyped argument is an error naming it.
+    public mutating func apply(options arguments: [String]) throws(SettingsError) {
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            guard argument.hasPrefix("--") else { throw SettingsError("unexpected argument '\(argument)'") }
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            guard let setting = Self.all.first(where: { $0.option == name }) else {
+                throw SettingsError("unknown option '\(name)' (diffcastd --help lists them)")
+            }
+            let value: String
+            if parts.count == 2 {
+                value = String(parts[1])
+            } else if let next = remaining.popFirst() {
+                value = next
+            } else {
+                throw SettingsError("\(name): expected a value")
+            }
+            try setting.read(option: value, into: &self)
+        }
+    }
+
+    /// Refuses any value outside what its setting accepts, naming the key.
+    public func checkEachValue() throws(SettingsError) {
+        for setting in Self.all { try setting.check(self) }
+    }
+
+    /// The keys whose values differ between two configurations and take effect only after a
+    /// restart.
+    public static func changesNeedingRestart(from old: DaemonSettings, to new: DaemonSettings) -> [String] {
+        all.filter { $0.applies == .afterRestart && $0.differs(old, new) }.map(\.key)
+    }
+
+    /// The options of every setting, with their defaults, for `diffcastd --help`: each option on
+    /// a line of its own, its help below, indented and wrapped within 80 columns.
+    public static var optionsHelp: String {
+        let defaults = DaemonSettings()
+        return all.map { setting in
+            let reload = setting.applies == .onReload ? "; SIGHUP applies it" : ""
+            let help = "\(setting.help) (\(setting.key): \(setting.shown(in: defaults))\(reload))"
+            return "  \(setting.option) <\(setting.argumentName)>\n" + wrapped(help, indent: 6, width: 80)
+        }.joined(separator: "\n")
+    }
+
+    /// Words laid out in lines of at most `width` columns, each indented.
+    static func wrapped(_ text: String, indent: Int, width: Int) -> String {
+        let margin = String(repeating: " ", count: indent)
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(separator: " ") {
+            if !line.isEmpty, indent + line.count + 1 + word.count > width {
+                lines.append(margin + line)
+                line = ""
+            }
+            line += line.isEmpty ? String(word) : " " + word
+        }
+        lines.append(margin + line)
+        return lines.joined(separator: "\n")
+    }
 }
 
 /// A configuration that cannot be used, with the key and reason.
@@ -207,200 +274,5 @@ public struct SettingsError: Error, CustomStringConvertible {
 
     public init(_ description: String) {
         self.description = description
-    }
-}
-
-/// Settings turned into what the server, the store and the logger take, every value checked.
-public struct ValidatedSettings: Sendable {
-    public var server: ServerConfiguration
-    public var store: StateStore.Options
-    public var stateDirectory: String?
-    public var logLevel: Logger.Level
-    public var backbone: BackboneOptions?
-    /// Settings that are valid but have no effect here, for the start to log.
-    public var notices: [String] = []
-
-    public init(_ settings: DaemonSettings) throws(SettingsError) {
-        guard let level = Logger.Level(rawValue: settings.logLevel) else {
-            throw SettingsError("log_level: expected trace, debug, info, notice, warning, error or critical")
-        }
-        guard let policy = ServerConfiguration.SlowSubscriberPolicy(rawValue: settings.slowSubscriberPolicy) else {
-            throw SettingsError("slow_subscriber_policy: expected catch_up or disconnect")
-        }
-        guard let sync = SyncPolicy(rawValue: settings.sync) else {
-            throw SettingsError("sync: expected always, interval or never")
-        }
-        let minimums: [(String, Int, Int)] = [
-            ("max_line_bytes", settings.maxLineBytes, 1024), ("max_unsent_bytes", settings.maxUnsentBytes, 1024),
-            ("coalesce_window_ms", settings.coalesceWindowMs, 0), ("history_versions", settings.historyVersions, 1),
-            ("sync_interval_ms", settings.syncIntervalMs, 1),
-            ("checkpoint_log_bytes", settings.checkpointLogBytes, 4096),
-            ("max_connections", settings.maxConnections, 1), ("max_collections", settings.maxCollections, 1),
-            ("max_items_per_collection", settings.maxItemsPerCollection, 1),
-            ("backbone_lease_ms", settings.backboneLeaseMs, 100), ("backbone_replicas", settings.backboneReplicas, 1),
-            ("backbone_snapshot_every", settings.backboneSnapshotEvery, 1),
-        ]
-        for (key, value, minimum) in minimums where value < minimum {
-            throw SettingsError("\(key): at least \(minimum), got \(value)")
-        }
-        guard (0...1000).contains(settings.streamLingerMs) else {
-            throw SettingsError("stream_linger_ms: 0 to 1000, got \(settings.streamLingerMs)")
-        }
-        guard (100...3_600_000).contains(settings.streamHeartbeatMs) else {
-            throw SettingsError("stream_heartbeat_ms: 100 to 3600000, got \(settings.streamHeartbeatMs)")
-        }
-        guard (1...64).contains(settings.ioThreads) else {
-            throw SettingsError("io_threads: 1 to 64, got \(settings.ioThreads)")
-        }
-        if let token = settings.tcpToken, token.isEmpty {
-            throw SettingsError("tcp_token: must not be empty")
-        }
-        for (key, address, example) in [
-            ("metrics", settings.metrics, "127.0.0.1:9464"), ("tcp", settings.tcp, "127.0.0.1:7000"),
-            ("http", settings.http, "127.0.0.1:8080"),
-        ] {
-            guard let address else { continue }
-            let port = address.split(separator: ":").last.flatMap { UInt16($0) }
-            guard address.contains(":"), let port, port > 0, !address.hasPrefix(":") else {
-                throw SettingsError("\(key): expected IP:PORT (e.g. \(example)), got '\(address)'")
-            }
-        }
-        for (key, address) in [("tcp", settings.tcp), ("http", settings.http)] {
-            guard let address, settings.tcpToken == nil, settings.authKeys == nil, !Self.isLoopback(address) else {
-                continue
-            }
-            throw SettingsError(
-                "\(key): '\(address)' is reachable from other machines and neither tcp_token nor auth_keys is set: "
-                    + "anyone could read and write; set auth_keys (--auth-keys) or tcp_token (--tcp-token), or listen "
-                    + "on a loopback address (127.0.0.1, [::1])")
-        }
-        guard (0...3600).contains(settings.authLeewayS) else {
-            throw SettingsError("auth_leeway_s: 0 to 3600, got \(settings.authLeewayS)")
-        }
-        guard settings.maxConnectionsPerSubject >= 1 else {
-            throw SettingsError("max_connections_per_subject: at least 1, got \(settings.maxConnectionsPerSubject)")
-        }
-        if let backbone = settings.backbone {
-            let servers = backbone.split(separator: ",").map { $0.trimmingPrefix(" ") }.map(String.init)
-            guard !servers.isEmpty, servers.allSatisfy({ $0.hasPrefix("nats://") || $0.hasPrefix("tls://") }) else {
-                throw SettingsError("backbone: expected nats://HOST:PORT URLs separated by commas, got '\(backbone)'")
-            }
-            if let directory = settings.stateDir {
-                // The packaged unit always passes --state-dir: joining a backbone must not mean
-                // editing the unit. The start logs this.
-                notices.append(
-                    "state_dir \(directory) is not used: with a backbone the shared log (JetStream) keeps the state")
-            }
-            let ways = [settings.backboneUser, settings.backboneToken, settings.backboneCreds].count { $0 != nil }
-            guard ways <= 1 else {
-                throw SettingsError("backbone_user, backbone_token and backbone_creds are alternatives: set one")
-            }
-            guard (settings.backboneUser == nil) == (settings.backbonePassword == nil) else {
-                throw SettingsError("backbone_user and backbone_password go together")
-            }
-            guard (settings.backboneTlsCert == nil) == (settings.backboneTlsKey == nil) else {
-                throw SettingsError("backbone_tls_cert and backbone_tls_key go together")
-            }
-            var credentials = NATSCredentials()
-            credentials.user = settings.backboneUser
-            credentials.password = settings.backbonePassword
-            credentials.token = settings.backboneToken
-            credentials.credentialsFile = settings.backboneCreds
-            credentials.tlsCA = settings.backboneTlsCa
-            credentials.tlsCertificate = settings.backboneTlsCert
-            credentials.tlsKey = settings.backboneTlsKey
-            self.backbone = BackboneOptions(
-                servers: servers, leaseMilliseconds: settings.backboneLeaseMs, mayOwn: settings.backboneOwner,
-                replicas: settings.backboneReplicas, credentials: credentials)
-        }
-        var server = ServerConfiguration(socketPath: settings.socket)
-        server.tcpAddress = settings.tcp
-        server.tcpToken = settings.tcpToken
-        server.metricsAddress = settings.metrics
-        server.httpAddress = settings.http
-        server.httpOrigins = settings.httpOrigins
-        server.streamLingerMilliseconds = UInt64(settings.streamLingerMs)
-        server.streamHeartbeatMilliseconds = UInt64(settings.streamHeartbeatMs)
-        server.ioThreads = settings.ioThreads
-        server.maximumLineBytes = settings.maxLineBytes
-        server.maximumUnsentBytes = settings.maxUnsentBytes
-        server.slowSubscriberPolicy = policy
-        server.coalesceWindowMilliseconds = settings.coalesceWindowMs
-        server.history.versions = settings.historyVersions
-        server.maximumConnections = settings.maxConnections
-        server.backboneSnapshotEvery = settings.backboneSnapshotEvery
-        server.limits = CollectionLimits(
-            collections: settings.maxCollections, itemsPerCollection: settings.maxItemsPerCollection)
-        do {
-            server.publishers = try AccessList(parsing: settings.publishers.joined(separator: ","))
-            server.subscribers = try AccessList(parsing: settings.subscribers.joined(separator: ","))
-        } catch {
-            throw SettingsError("publishers/subscribers: \(error)")
-        }
-        if let path = settings.authKeys {
-            do {
-                server.tokenVerifier = TokenVerifier(
-                    keys: try KeySet.loadWaiting(path: path), audience: settings.authAudience,
-                    issuer: settings.authIssuer,
-                    leewaySeconds: Double(settings.authLeewayS))
-            } catch {
-                throw SettingsError("auth_keys: \(error)")
-            }
-        } else if settings.authAudience != nil || settings.authIssuer != nil {
-            throw SettingsError("auth_audience and auth_issuer need auth_keys (the key set tokens are verified with)")
-        }
-        if let anonymous = settings.authAnonymous {
-            do {
-                server.anonymousRights = try Rights(claimText: anonymous)
-            } catch {
-                throw SettingsError("auth_anonymous: \(error) (expected e.g. {\"read\": [\"public.>\"]})")
-            }
-        }
-        server.maximumConnectionsPerSubject = settings.maxConnectionsPerSubject
-        server.trustedProxies = settings.trustedProxies
-        var store = StateStore.Options()
-        store.sync = sync
-        store.syncIntervalMilliseconds = settings.syncIntervalMs
-        store.checkpointLogBytes = settings.checkpointLogBytes
-        self.server = server
-        self.store = store
-        self.stateDirectory = backbone == nil ? settings.stateDir : nil
-        self.logLevel = level
-    }
-
-    /// Whether a `HOST:PORT` names a loopback address (127.0.0.0/8, ::1, localhost).
-    static func isLoopback(_ address: String) -> Bool {
-        guard let colon = address.lastIndex(of: ":") else { return false }
-        let host = address[..<colon].filter { $0 != "[" && $0 != "]" }
-        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
-    }
-
-    /// The settings that differ between two configurations and need a restart to take effect.
-    public static func changesNeedingRestart(from old: DaemonSettings, to new: DaemonSettings) -> [String] {
-        var keys: [String] = []
-        if old.socket != new.socket { keys.append("socket") }
-        if old.tcp != new.tcp { keys.append("tcp") }
-        if old.metrics != new.metrics { keys.append("metrics") }
-        if old.http != new.http || old.httpOrigins != new.httpOrigins { keys.append("http") }
-        if old.streamLingerMs != new.streamLingerMs { keys.append("stream_linger_ms") }
-        if old.streamHeartbeatMs != new.streamHeartbeatMs { keys.append("stream_heartbeat_ms") }
-        if old.ioThreads != new.ioThreads { keys.append("io_threads") }
-        if old.stateDir != new.stateDir { keys.append("state_dir") }
-        if old.sync != new.sync { keys.append("sync") }
-        if old.syncIntervalMs != new.syncIntervalMs { keys.append("sync_interval_ms") }
-        if old.checkpointLogBytes != new.checkpointLogBytes { keys.append("checkpoint_log_bytes") }
-        if old.coalesceWindowMs != new.coalesceWindowMs { keys.append("coalesce_window_ms") }
-        if old.historyVersions != new.historyVersions { keys.append("history_versions") }
-        if old.backbone != new.backbone || old.backboneLeaseMs != new.backboneLeaseMs
-            || old.backboneUser != new.backboneUser || old.backbonePassword != new.backbonePassword
-            || old.backboneToken != new.backboneToken || old.backboneCreds != new.backboneCreds
-            || old.backboneTlsCa != new.backboneTlsCa || old.backboneTlsCert != new.backboneTlsCert
-            || old.backboneTlsKey != new.backboneTlsKey
-            || old.backboneOwner != new.backboneOwner || old.backboneReplicas != new.backboneReplicas
-            || old.backboneSnapshotEvery != new.backboneSnapshotEvery
-        {
-            keys.append("backbone")
-        }
-        return keys
     }
 }

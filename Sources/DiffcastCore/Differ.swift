@@ -83,7 +83,7 @@ public enum Differ {
 
     /// A section whose structure revision differs (or that exists on one side only) is
     /// "restructured": only those are walked item by item.
-    private static func isRestructured(_ section: Section, in other: Snapshot) -> Bool {
+    static func isRestructured(_ section: Section, in other: Snapshot) -> Bool {
         guard let index = other.position(ofSection: section.id) else { return true }
         return !other.sections[index].structureRevision.provesEqual(to: section.structureRevision)
     }
@@ -291,142 +291,6 @@ public enum Differ {
         }
     }
 
-    /// Where an item the writes restructured stood: its position, and how many untouched items
-    /// of its section came before it (its gap in the untouched "backbone").
-    private struct TouchedPlace {
-        var path: ItemPath
-        var sectionID: Identifier
-        var gap: Int
-    }
-
-    /// A touched item of the new snapshot, with its data. A struct, not a tuple: an array of
-    /// labelled tuples is copied through the runtime's generic tuple witness, for every item of
-    /// a feed's append.
-    private struct NewPlace {
-        var id: Identifier
-        var place: TouchedPlace
-        var data: JSONText?
-    }
-
-    /// A gap between two untouched items of one section.
-    private struct GapKey: Hashable {
-        var section: Identifier
-        var gap: Int
-    }
-
-    /// The item changes when the writes say which items they inserted, deleted or moved: every
-    /// other item kept its relative order, so old and new sections are walked side by side
-    /// comparing identifiers (no hashing), and only the restructured items are classified.
-    /// Moves obey the longest-increasing-subsequence rule against the untouched items. Returns
-    /// nil when sections came or went, or the walk finds the premise broken; the caller then
-    /// runs the full diff.
-    private static func itemChangesAlongUntouchedItems(
-        _ old: Snapshot, _ new: Snapshot, marks: ChangeMarks
-    ) -> ItemChanges? {
-        let restructured = marks.restructuredItems
-        guard old.sections.count == new.sections.count,
-            new.sections.allSatisfy({ old.position(ofSection: $0.id) != nil })
-        else { return nil }
-        var changes = ItemChanges()
-        var oldPlaces: [Identifier: TouchedPlace] = [:]
-        oldPlaces.reserveCapacity(restructured.count)
-        // In the order of the new snapshot, with their data: a feed's new items then come out
-        // listed in order, and none is looked up again.
-        var newPlaces: [NewPlace] = []
-        newPlaces.reserveCapacity(restructured.count + marks.appendedTails.reduce(0) { $0 + $1.count })
-        for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
-            guard let oldSectionIndex = old.position(ofSection: section.id) else { return nil }
-            let oldItems = old.sections[oldSectionIndex].items
-            let shared = oldItems.sharedChunks(with: section.items)
-            var oldCursor = ItemList.Cursor(oldItems, atChunk: shared.leading)
-            var newCursor = ItemList.Cursor(section.items, atChunk: shared.leading)
-            // The items of the leading shared chunks, in place.
-            var gap = newCursor.position
-            // Where the trailing shared chunks start: from there on both hold the same items in
-            // place, which add nothing to list.
-            let oldTail = oldItems.chunks.count - shared.trailing
-            let newTail = section.items.chunks.count - shared.trailing
-            // Where the items appended at the end start: each is new, and needs no lookup. Like
-            // the set, the count only lets the walk take a new-side item as touched: an untouched
-            // item is always matched in place before (untouched items keep their order), so a
-            // wrong count could cost the walk (nil, and the full diff), never the result.
-            let appendedStart = section.items.count - marks.appendedCount(ofSectionAt: newSectionIndex)
-            while !oldCursor.atEnd || !newCursor.atEnd {
-                if oldCursor.chunk == oldTail, newCursor.chunk == newTail, oldCursor.atChunkStart,
-                    newCursor.atChunkStart
-                {
-                    break
-                } else if oldCursor.atChunkStart, newCursor.atChunkStart,
-                    oldCursor.currentChunk.id == newCursor.currentChunk.id,
-                    oldCursor.currentChunk.revision == newCursor.currentChunk.revision
-                {
-                    // A chunk both versions share: its items are the same, in place.
-                    gap += oldCursor.currentChunk.items.count
-                    oldCursor.skipChunk()
-                    newCursor.skipChunk()
-                } else if case let run = ItemList.Cursor.identicalRun(oldCursor, newCursor), run > 0 {
-                    // Items both versions still share, in place.
-                    gap += run
-                    oldCursor.advance(by: run)
-                    newCursor.advance(by: run)
-                } else if !oldCursor.atEnd, !newCursor.atEnd, oldCursor.id == newCursor.id {
-                    if oldCursor.data != newCursor.data {
-                        let item = newCursor.item
-                        changes.updated.append(
-                            .init(at: ItemPath(newSectionIndex, newCursor.position), id: item.id, data: item.data))
-                    }
-                    gap += 1
-                    oldCursor.advance()
-                    newCursor.advance()
-                } else if !oldCursor.atEnd, restructured.contains(oldCursor.id) {
-                    oldPlaces[oldCursor.id] = TouchedPlace(
-                        path: ItemPath(oldSectionIndex, oldCursor.position), sectionID: section.id, gap: gap)
-                    oldCursor.advance()
-                } else if !newCursor.atEnd,
-                    newCursor.position >= appendedStart || restructured.contains(newCursor.id)
-                {
-                    let place = TouchedPlace(
-                        path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
-                    newPlaces.append(NewPlace(id: newCursor.id, place: place, data: newCursor.data))
-                    newCursor.advance()
-                } else {
-                    return nil
-                }
-            }
-        }
-        // Survivors that stayed in their section and gap may stay put: per gap, those on one
-        // longest increasing subsequence of old positions do; the rest are moves.
-        var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
-        for touched in newPlaces {
-            let (id, newPlace, newData) = (touched.id, touched.place, touched.data)
-            // Nothing left on the old side (a feed's appends): no lookup to make.
-            guard !oldPlaces.isEmpty, let oldPlace = oldPlaces.removeValue(forKey: id) else {
-                changes.inserted.append(.init(at: newPlace.path, id: id, data: newData))
-                continue
-            }
-            let oldData = old.sections[oldPlace.path.section].items[oldPlace.path.item].data
-            if oldData != newData {
-                changes.updated.append(.init(at: newPlace.path, id: id, data: newData))
-            }
-            if oldPlace.sectionID == newPlace.sectionID && oldPlace.gap == newPlace.gap {
-                stayCandidates[GapKey(section: newPlace.sectionID, gap: newPlace.gap), default: []]
-                    .append((id, oldPlace, newPlace))
-            } else {
-                changes.moved.append(.init(from: oldPlace.path, to: newPlace.path, id: id))
-            }
-        }
-        for (_, group) in stayCandidates {
-            let ordered = group.sorted { $0.new.path.item < $1.new.path.item }
-            let staying = longestIncreasingSubsequenceMembers(ordered.map(\.old.path.item))
-            for (rank, stays) in staying.enumerated() where !stays {
-                let candidate = ordered[rank]
-                changes.moved.append(.init(from: candidate.old.path, to: candidate.new.path, id: candidate.id))
-            }
-        }
-        changes.deleted = oldPlaces.map { .init(at: $0.value.path, id: $0.key) }
-        return changes
-    }
-
     /// Sections whose item order is the same on both sides but whose content revision differs
     /// had item data set: with hints only the items the writes named are compared.
     private static func diffDataOfUnrestructuredSections(
@@ -485,21 +349,5 @@ public enum Differ {
                 changeset.items.updated.append(.init(at: path, id: id, data: data))
             }
         }
-    }
-}
-
-extension Document {
-    /// The changeset from `base` (an earlier snapshot of this document) to now, carrying and
-    /// clearing the marks the writes since then left.
-    public mutating func changeset(since base: Snapshot) -> Changeset {
-        refreshDigests()
-        let marks = takeMarks()
-        var newLocations: [Identifier: ItemPath] = [:]
-        for id in marks.dataChangedItems.union(marks.reloadedItems).union(marks.reconfiguredItems) {
-            if let (section, item) = location(of: id) {
-                newLocations[id] = ItemPath(section, item)
-            }
-        }
-        return Differ.changeset(from: base, to: snapshot, hints: .init(marks: marks, newLocations: newLocations))
     }
 }

@@ -4,29 +4,29 @@
 /// Every write either takes effect whole or throws and leaves the document as it was. Marks
 /// (reloads, reconfigures, data updates) collect until `takeMarks()` hands them to the differ.
 public struct Document: Sendable {
-    public private(set) var snapshot: Snapshot
+    public internal(set) var snapshot: Snapshot
     /// The chunk of every item, once the document holds more than `scannedItems` or more than
     /// `scannedSections`. A small document finds an item by a scan of its snapshot, a few steps
     /// (as `Snapshot` finds one of a few sections), so a small collection holds no table and none
     /// of the memory a table takes.
     @usableFromInline var directory: ItemDirectory?
-    private static let scannedItems = 8
-    private static let scannedSections = 8
+    static let scannedItems = 8
+    static let scannedSections = 8
 
     /// Whether a document of these sections and items is small enough to go without a directory.
-    private static func isSmall(sections: Int, items: Int) -> Bool {
+    static func isSmall(sections: Int, items: Int) -> Bool {
         sections <= scannedSections && items <= scannedItems
     }
     /// The section of every chunk, when there is more than one section (with one, it holds
     /// every chunk). Entries of chunks that are gone may linger until the next rebuild.
-    private var chunkOwners: [ItemList.ChunkID: Identifier] = [:]
+    var chunkOwners: [ItemList.ChunkID: Identifier] = [:]
     /// How many entries `chunkOwners` may reach before it is rebuilt without the lingering ones.
-    private var chunkOwnersLimit = 0
-    private var marks = ChangeMarks()
+    var chunkOwnersLimit = 0
+    var marks = ChangeMarks()
     /// Open while a batch or a transaction runs: how to put the directory back.
-    private var undo: UndoLog?
+    var undo: UndoLog?
     /// Where the open transaction started.
-    private var transactionStart: UndoPoint?
+    var transactionStart: UndoPoint?
 
     public init() {
         snapshot = Snapshot()
@@ -57,7 +57,7 @@ public struct Document: Sendable {
     }
 
     /// The position of an item in a document without a directory, found by looking at every item.
-    private func scanForLocation(of id: Identifier) -> (section: Int, item: Int)? {
+    func scanForLocation(of id: Identifier) -> (section: Int, item: Int)? {
         for (sectionIndex, section) in snapshot.sections.enumerated() {
             if let itemIndex = section.items.firstIndex(where: { $0.id == id }) { return (sectionIndex, itemIndex) }
         }
@@ -65,7 +65,7 @@ public struct Document: Sendable {
     }
 
     /// The position of the section that holds `chunk` (or, with one section, of that section).
-    private func section(holding chunk: ItemList.ChunkID) -> Int? {
+    func section(holding chunk: ItemList.ChunkID) -> Int? {
         if snapshot.sections.count == 1 { return 0 }
         guard let owner = chunkOwners[chunk] else { return nil }
         return snapshot.position(ofSection: owner)
@@ -120,7 +120,7 @@ public struct Document: Sendable {
         commitTransaction()
     }
 
-    private mutating func applyBatch(_ operations: [WriteOperation]) throws(DiffcastError) {
+    mutating func applyBatch(_ operations: [WriteOperation]) throws(DiffcastError) {
         let opensLog = undo == nil
         if opensLog { undo = UndoLog() }
         let start = undoPoint()
@@ -142,13 +142,13 @@ public struct Document: Sendable {
         }
     }
 
-    private func undoPoint() -> UndoPoint {
+    func undoPoint() -> UndoPoint {
         UndoPoint(snapshot: snapshot, marks: marks, directoryChanges: undo?.directoryChanges.count ?? 0)
     }
 
     /// Puts the document back as it was at `point`: the directory changes since then undone
     /// newest first, the snapshot and marks as they were.
-    private mutating func rollBack(to point: UndoPoint) {
+    mutating func rollBack(to point: UndoPoint) {
         while let count = undo?.directoryChanges.count, count > point.directoryChanges,
             let change = undo?.directoryChanges.removeLast()
         {
@@ -166,12 +166,12 @@ public struct Document: Sendable {
 
     /// Applies one write that is not a batch, then gives the document its directory if the
     /// write made it large.
-    private mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
+    mutating func applySingle(_ operation: WriteOperation) throws(DiffcastError) {
         try applyWrite(operation)
         indexIfLarge()
     }
 
-    private mutating func applyWrite(_ operation: WriteOperation) throws(DiffcastError) {
+    mutating func applyWrite(_ operation: WriteOperation) throws(DiffcastError) {
         if case .appendItems = operation {} else { listAppendedTails() }
         switch operation {
         case .apply(let sections):
@@ -230,451 +230,10 @@ public struct Document: Sendable {
             throw .invalidArgument("a batch cannot contain a batch")
         }
     }
-
-    // MARK: - Sections
-
-    private func sectionIndex(_ id: Identifier) throws(DiffcastError) -> Int {
-        guard let index = snapshot.position(ofSection: id) else { throw .unknownSection(id) }
-        return index
-    }
-
-    private mutating func replaceAll(with inputs: [SectionInput]) throws(DiffcastError) {
-        var sectionIDs = Set<Identifier>()
-        for input in inputs where !sectionIDs.insert(input.id).inserted {
-            throw .duplicateIdentifier(kind: .section, id: input.id)
-        }
-        let sections = inputs.map { input in
-            Section(id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
-        }
-        let itemCount = inputs.reduce(0) { $0 + $1.items.count }
-        var newDirectory: ItemDirectory?
-        var duplicate: Identifier?
-        if !Self.isSmall(sections: inputs.count, items: itemCount) {
-            var table = ItemDirectory(capacity: itemCount)
-            for section in sections where duplicate == nil {
-                var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
-                section.items.forEachPlacement { id, chunk in
-                    if !ahead.atEnd {
-                        table.prefetch(hash: ahead.hashBits)
-                        ahead.advance()
-                    }
-                    // A shared hash is a duplicate or (in practice never) two identifiers with one
-                    // hash: counting says which.
-                    if !table.add(id, chunk: chunk), duplicate == nil,
-                        Self.occurrences(of: id, in: sections, atLeast: 2)
-                    {
-                        duplicate = id
-                    }
-                }
-            }
-            newDirectory = table
-        } else {
-            duplicate = Self.firstRepeatedItem(in: inputs)
-        }
-        if let duplicate { throw .duplicateIdentifier(kind: .item, id: duplicate) }
-        undo?.directoryChanges.append(.replaced(directory))
-        directory = newDirectory
-        snapshot.replaceSections(sections)
-        rebuildChunkOwners()
-        var keptMarks = marks
-        keptMarks.keepItems(where: { containsItem($0) })
-        marks = keptMarks
-        marks.replacedEverything = true
-        marks.reloadedSections = marks.reloadedSections.filter { sectionIDs.contains($0) }
-    }
-
-    private mutating func insertSections(_ inputs: [SectionInput], at position: Int) throws(DiffcastError) {
-        var sectionIDs = Set<Identifier>()
-        for input in inputs
-        where snapshot.position(ofSection: input.id) != nil || !sectionIDs.insert(input.id).inserted {
-            throw .duplicateIdentifier(kind: .section, id: input.id)
-        }
-        try checkNewItems(inputs.flatMap(\.items))
-        var sections: [Section] = []
-        for input in inputs {
-            let section = Section(
-                id: input.id, data: input.data, items: ItemList(input.items), revision: nextRevision())
-            section.items.forEachPlacement { id, chunk in
-                addLocation(chunk, for: id)
-                marks.restructuredItems.insert(id)
-            }
-            sections.append(section)
-        }
-        snapshot.insertSections(sections, at: position)
-        for section in sections {
-            var chunks: [ItemList.ChunkID] = []
-            section.items.forEachChunk { chunks.append($0) }
-            recordOwner(section.id, ofChunks: chunks)
-        }
-    }
-
-    private mutating func deleteSections(_ ids: [Identifier]) throws(DiffcastError) {
-        var indices = Set<Int>()
-        for id in ids { indices.insert(try sectionIndex(id)) }
-        for index in indices {
-            let section = snapshot.sections[index]
-            for item in section.items {
-                removeLocation(of: item.id)
-                marks.forgetItem(item.id)
-                marks.restructuredItems.insert(item.id)
-            }
-            marks.reloadedSections.remove(section.id)
-        }
-        snapshot.removeSections(at: Array(indices))
-        if snapshot.sections.count <= 1 { chunkOwners = [:] }
-    }
-
-    private mutating func moveSection(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
-        let source = try sectionIndex(id)
-        _ = try sectionIndex(anchor.identifier)
-        guard id != anchor.identifier else {
-            throw .invalidArgument("section '\(id)' cannot be moved relative to itself")
-        }
-        let section = snapshot.sections[source]
-        snapshot.removeSections(at: [source])
-        let anchorIndex = snapshot.position(ofSection: anchor.identifier) ?? 0
-        snapshot.insertSections([section], at: anchor.isBefore ? anchorIndex : anchorIndex + 1)
-    }
-
-    // MARK: - Items
-
-    /// Throws when an item is already in the collection or appears twice among `items`.
-    private func checkNewItems(_ items: [Item]) throws(DiffcastError) {
-        // One item (a feed's append) cannot repeat itself: nothing goes into the set.
-        var seen = Set<Identifier>()
-        for item in items where containsItem(item.id) || (items.count > 1 && !seen.insert(item.id).inserted) {
-            throw .duplicateIdentifier(kind: .item, id: item.id)
-        }
-    }
-
-    /// Inserts items new to the document (checked, or just taken out by a move), each marked as
-    /// restructured.
-    private mutating func insertItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
-        placeItems(items, section: sectionIndex, at: position)
-        for item in items {
-            marks.restructuredItems.insert(item.id)
-        }
-    }
-
-    /// Appends items new to the document (checked) at the end of a section, marked by their count
-    /// (`ChangeMarks.appendedTails`): a feed's append puts nothing in a set.
-    private mutating func appendItems(_ items: [Item], section sectionIndex: Int) {
-        placeItems(items, section: sectionIndex, at: snapshot.sections[sectionIndex].items.count)
-        marks.noteAppended(items.count, toSectionAt: sectionIndex)
-    }
-
-    /// Marks the items of the appended tails one by one, as restructured: done before any write
-    /// other than an append, after which they might not be the last items of their sections.
-    private mutating func listAppendedTails() {
-        guard !marks.appendedTails.isEmpty else { return }
-        for tail in marks.appendedTails {
-            let items = snapshot.sections[tail.section].items
-            for item in items[(items.count - tail.count)...] { marks.restructuredItems.insert(item.id) }
-        }
-        marks.appendedTails = []
-    }
-
-    /// Puts items new to the document into a section and the directory.
-    private mutating func placeItems(_ items: [Item], section sectionIndex: Int, at position: Int) {
-        let sectionID = snapshot.sections[sectionIndex].id
-        let revision = nextRevision()
-        let placements = snapshot.withSection(at: sectionIndex) { section in
-            section.structureRevision = revision
-            section.contentRevision = revision
-            return section.items.insert(contentsOf: items, at: position)
-        }
-        switch placements {
-        case .together(_, let chunk):
-            for item in items { addLocation(chunk, for: item.id) }
-            recordOwner(sectionID, ofChunks: CollectionOfOne(chunk))
-        case .listed(let placements):
-            // A split also reports the items it moved to another chunk, which the directory
-            // already holds.
-            let split = placements.count > items.count
-            let inserted = split ? Set(items.map(\.id)) : []
-            for (id, chunk) in placements {
-                if !split || inserted.contains(id) {
-                    addLocation(chunk, for: id)
-                } else {
-                    moveLocation(of: id, to: chunk)
-                }
-            }
-            recordOwner(sectionID, ofChunks: placements.lazy.map(\.1))
-        }
-    }
-
-    /// A few items are removed one by one where they stand; many from one section in one pass.
-    private mutating func deleteItems(_ ids: Set<Identifier>) {
-        var idsBySection: [Int: [Identifier]] = [:]
-        var positions: [Identifier: Int] = [:]
-        for id in ids {
-            if let (section, item) = location(of: id) {
-                idsBySection[section, default: []].append(id)
-                positions[id] = item
-            }
-        }
-        for id in ids {
-            removeLocation(of: id)
-            marks.forgetItem(id)
-            marks.restructuredItems.insert(id)
-        }
-        for (index, sectionIDs) in idsBySection {
-            let revision = nextRevision()
-            let onePass = sectionIDs.count > Self.deletionsRemovedOneByOne
-            let descending = sectionIDs.compactMap { positions[$0] }.sorted(by: >)
-            snapshot.withSection(at: index) { section in
-                if onePass {
-                    section.items.removeAll { ids.contains($0.id) }
-                } else {
-                    for position in descending { section.items.remove(at: position) }
-                }
-                section.structureRevision = revision
-                section.contentRevision = revision
-            }
-        }
-    }
-
-    private static let deletionsRemovedOneByOne = 16
-
-    private mutating func moveItem(_ id: Identifier, anchor: Anchor) throws(DiffcastError) {
-        guard let source = location(of: id) else { throw .unknownItem(id) }
-        guard location(of: anchor.identifier) != nil else { throw .unknownItem(anchor.identifier) }
-        guard id != anchor.identifier else {
-            throw .invalidArgument("item '\(id)' cannot be moved relative to itself")
-        }
-        let item = snapshot.sections[source.section].items[source.item]
-        let revision = nextRevision()
-        snapshot.withSection(at: source.section) { section in
-            section.items.remove(at: source.item)
-            section.structureRevision = revision
-            section.contentRevision = revision
-        }
-        removeLocation(of: id)
-        guard let target = location(of: anchor.identifier) else { return }
-        insertItems([item], section: target.section, at: anchor.isBefore ? target.item : target.item + 1)
-    }
-
-    private mutating func updateItems(_ updates: [DataUpdate]) throws(DiffcastError) {
-        var targets: [(section: Int, item: Int)] = []
-        for update in updates {
-            guard let target = location(of: update.id) else { throw .unknownItem(update.id) }
-            targets.append(target)
-        }
-        for (target, update) in zip(targets, updates) {
-            let revision = nextRevision()
-            snapshot.withSection(at: target.section) { section in
-                section.items.setData(update.data, at: target.item)
-                section.contentRevision = revision
-            }
-            marks.dataChangedItems.insert(update.id)
-        }
-    }
-
-    // MARK: - Indexes
-
-    private func nextRevision() -> Revision {
-        Revision.next()
-    }
-
-    /// Enters an item new to the directory.
-    private mutating func addLocation(_ chunk: ItemList.ChunkID, for id: Identifier) {
-        guard directory != nil else { return }
-        undo?.directoryChanges.append(.added(id))
-        directory?.add(id, chunk: chunk)
-    }
-
-    /// Records the new chunk of an item in the directory.
-    private mutating func moveLocation(of id: Identifier, to chunk: ItemList.ChunkID) {
-        if undo != nil, let previous = directory?.candidateChunk(of: id) {
-            undo?.directoryChanges.append(.moved(id, from: previous))
-        }
-        directory?.move(id, to: chunk)
-    }
-
-    /// Takes an item in the directory out of it.
-    private mutating func removeLocation(of id: Identifier) {
-        if undo != nil, let previous = directory?.candidateChunk(of: id) {
-            undo?.directoryChanges.append(.removed(id, previous))
-        }
-        directory?.remove(id)
-    }
-
-    /// Builds the directory of a document without one that is no longer small. Once built it
-    /// stays, however small the document gets, until an `apply` replaces it all.
-    private mutating func indexIfLarge() {
-        guard directory == nil, !Self.isSmall(sections: snapshot.sections.count, items: snapshot.itemCount)
-        else { return }
-        var table = ItemDirectory(capacity: snapshot.itemCount)
-        for section in snapshot.sections {
-            section.items.forEachPlacement { id, chunk in table.add(id, chunk: chunk) }
-        }
-        undo?.directoryChanges.append(.replaced(nil))
-        directory = table
-    }
-
-    /// Notes that `section` holds `chunks` (nothing to note with one section or none), and
-    /// rebuilds the table when it was empty or lingering entries doubled it.
-    private mutating func recordOwner(_ section: Identifier, ofChunks chunks: some Sequence<ItemList.ChunkID>) {
-        guard snapshot.sections.count > 1 else { return }
-        if chunkOwners.isEmpty || chunkOwners.count >= chunkOwnersLimit { return rebuildChunkOwners() }
-        for chunk in chunks { chunkOwners[chunk] = section }
-    }
-
-    /// The section of every chunk, afresh from the snapshot (empty with one section or none).
-    private mutating func rebuildChunkOwners() {
-        chunkOwners = [:]
-        if snapshot.sections.count > 1 {
-            for section in snapshot.sections {
-                section.items.forEachChunk { chunkOwners[$0] = section.id }
-            }
-        }
-        chunkOwnersLimit = 2 * chunkOwners.count + 64
-    }
-
-    /// The first item identifier that `inputs` name a second time, found by comparing each item
-    /// with those before it: for a few items, which get no directory to find it.
-    private static func firstRepeatedItem(in inputs: [SectionInput]) -> Identifier? {
-        for (sectionIndex, input) in inputs.enumerated() {
-            for (itemIndex, item) in input.items.enumerated() {
-                if input.items[..<itemIndex].contains(where: { $0.id == item.id })
-                    || inputs[..<sectionIndex].contains(where: { $0.items.contains { $0.id == item.id } })
-                {
-                    return item.id
-                }
-            }
-        }
-        return nil
-    }
-
-    /// Whether `id` is among the items of `sections` at least `count` times.
-    private static func occurrences(of id: Identifier, in sections: [Section], atLeast count: Int) -> Bool {
-        var found = 0
-        for section in sections {
-            for item in section.items where item.id == id {
-                found += 1
-                if found >= count { return true }
-            }
-        }
-        return false
-    }
-
-}
-
-/// What the writes since the last changeset asked to be listed beyond what the diff finds.
-///
-/// Its fields are kept in an array of at most one element, made by the first mark: a document
-/// holds marks only from a write to the next published version, so an idle collection holds 8
-/// bytes for them rather than 41 (five sets and a flag). An array, not a class, so that a mark
-/// is set through the array's own copy-on-write, without the dynamic exclusivity check a class
-/// property pays on every access (DiffcastCore keeps those checks in release builds).
-public struct ChangeMarks: Sendable, Equatable {
-    public var reloadedItems: Set<Identifier> {
-        get { stored.first?.reloadedItems ?? [] }
-        _modify { yield &fields.reloadedItems }
-    }
-    public var reconfiguredItems: Set<Identifier> {
-        get { stored.first?.reconfiguredItems ?? [] }
-        _modify { yield &fields.reconfiguredItems }
-    }
-    public var reloadedSections: Set<Identifier> {
-        get { stored.first?.reloadedSections ?? [] }
-        _modify { yield &fields.reloadedSections }
-    }
-    /// Items whose data a write set: the differ checks only these in sections whose item
-    /// order did not change.
-    public var dataChangedItems: Set<Identifier> {
-        get { stored.first?.dataChangedItems ?? [] }
-        _modify { yield &fields.dataChangedItems }
-    }
-    /// Items a write inserted, deleted or moved, but for those in `appendedTails`. Every other
-    /// item kept its relative order, which lets the differ walk changed sections without
-    /// hashing them.
-    public var restructuredItems: Set<Identifier> {
-        get { stored.first?.restructuredItems ?? [] }
-        _modify { yield &fields.restructuredItems }
-    }
-    /// A write replaced the whole collection (`apply`, `delete_all`): only a full diff says what changed.
-    public var replacedEverything: Bool {
-        get { stored.first?.replacedEverything ?? false }
-        _modify { yield &fields.replacedEverything }
-    }
-    /// Items appended at the ends of sections, told by count rather than one by one in
-    /// `restructuredItems`: for a section (by position), how many of its last items are appends
-    /// new to the collection. Appends only follow one another here; any other write first
-    /// moves these items into `restructuredItems`. A growing feed so marks no item in a set,
-    /// and the differ finds its new items by their position.
-    public var appendedTails: [AppendedTail] {
-        get { stored.first?.appendedTails ?? [] }
-        _modify { yield &fields.appendedTails }
-    }
-
-    /// The last `count` items of the section at position `section` were appended.
-    public struct AppendedTail: Sendable, Equatable {
-        public var section: Int
-        public var count: Int
-    }
-
-    /// How many of the last items of the section at `section` were appended.
-    public func appendedCount(ofSectionAt section: Int) -> Int {
-        guard let tails = stored.first?.appendedTails else { return 0 }
-        return tails.first { $0.section == section }?.count ?? 0
-    }
-
-    mutating func noteAppended(_ count: Int, toSectionAt section: Int) {
-        fields.noteAppended(count, toSectionAt: section)
-    }
-
-    private struct Fields: Sendable, Equatable {
-        var reloadedItems = Set<Identifier>()
-        var reconfiguredItems = Set<Identifier>()
-        var reloadedSections = Set<Identifier>()
-        var dataChangedItems = Set<Identifier>()
-        var restructuredItems = Set<Identifier>()
-        var replacedEverything = false
-        var appendedTails: [AppendedTail] = []
-
-        mutating func noteAppended(_ count: Int, toSectionAt section: Int) {
-            if let index = appendedTails.firstIndex(where: { $0.section == section }) {
-                appendedTails[index].count += count
-            } else {
-                appendedTails.append(AppendedTail(section: section, count: count))
-            }
-        }
-    }
-
-    /// Empty until the first mark, then one element.
-    private var stored: [Fields] = []
-
-    public init() {}
-
-    /// The fields, made when there are none yet.
-    private var fields: Fields {
-        get { stored.first ?? Fields() }
-        _modify {
-            if stored.isEmpty { stored.append(Fields()) }
-            yield &stored[0]
-        }
-    }
-
-    public static func == (lhs: ChangeMarks, rhs: ChangeMarks) -> Bool {
-        (lhs.stored.first ?? Fields()) == (rhs.stored.first ?? Fields())
-    }
-
-    mutating func forgetItem(_ id: Identifier) {
-        reloadedItems.remove(id)
-        reconfiguredItems.remove(id)
-        dataChangedItems.remove(id)
-    }
-
-    mutating func keepItems(where isAlive: (Identifier) -> Bool) {
-        reloadedItems = reloadedItems.filter(isAlive)
-        reconfiguredItems = reconfiguredItems.filter(isAlive)
-        dataChangedItems = dataChangedItems.filter(isAlive)
-    }
 }
 
 /// The directory changes of an open batch or transaction, oldest first, each with what undoes it.
-private struct UndoLog: Sendable {
+struct UndoLog: Sendable {
     enum Change: Sendable {
         case added(Identifier)
         case moved(Identifier, from: ItemList.ChunkID)
@@ -688,7 +247,7 @@ private struct UndoLog: Sendable {
 /// A point to roll back to: the snapshot and marks then (shared, not copied) and how many
 /// directory changes the log held. A class, so that a document (and every idle collection)
 /// holds one pointer for it rather than 80 bytes it uses only while a transaction is open.
-private final class UndoPoint: Sendable {
+final class UndoPoint: Sendable {
     let snapshot: Snapshot
     let marks: ChangeMarks
     let directoryChanges: Int
@@ -700,9 +259,18 @@ private final class UndoPoint: Sendable {
     }
 }
 
-extension Anchor {
-    var isBefore: Bool {
-        if case .before = self { return true }
-        return false
+extension Document {
+    /// The changeset from `base` (an earlier snapshot of this document) to now, carrying and
+    /// clearing the marks the writes since then left.
+    public mutating func changeset(since base: Snapshot) -> Changeset {
+        refreshDigests()
+        let marks = takeMarks()
+        var newLocations: [Identifier: ItemPath] = [:]
+        for id in marks.dataChangedItems.union(marks.reloadedItems).union(marks.reconfiguredItems) {
+            if let (section, item) = location(of: id) {
+                newLocations[id] = ItemPath(section, item)
+            }
+        }
+        return Differ.changeset(from: base, to: snapshot, hints: .init(marks: marks, newLocations: newLocations))
     }
 }

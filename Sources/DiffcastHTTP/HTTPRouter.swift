@@ -80,31 +80,9 @@ public struct HTTPRouter: Sendable {
             return .respond(
                 .error(403, code: "unauthorized", "origin '\(origin)' is not allowed (http_origins lists the allowed)"))
         }
+        if request.method == "OPTIONS" { return Self.preflight }
+        if let page = Self.page(request) { return page }
         let path = request.path
-        if request.method == "OPTIONS" {
-            return .respond(
-                HTTPResponse(
-                    status: 204, body: [],
-                    headers: [
-                        "Access-Control-Allow-Methods: GET, POST, OPTIONS",
-                        "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID",
-                        "Access-Control-Max-Age: 600",
-                    ]))
-        }
-        switch (request.method, path) {
-        case ("GET", "/"), ("GET", "/index.html"), ("HEAD", "/"), ("HEAD", "/index.html"):
-            return .respond(
-                HTTPResponse(
-                    status: 200, contentType: "text/html; charset=utf-8", body: WebAssets.page,
-                    omitsBody: request.method == "HEAD"))
-        case ("GET", "/v1/diffcast.js"), ("HEAD", "/v1/diffcast.js"):
-            return .respond(
-                HTTPResponse(
-                    status: 200, contentType: "text/javascript; charset=utf-8", body: WebAssets.script,
-                    omitsBody: request.method == "HEAD"))
-        default:
-            break
-        }
         guard path.hasPrefix("/v1/") else { return .respond(.error(404, code: "not_found", "no such page: \(path)")) }
         if let unknown = request.query.keys.sorted().first(where: { !Self.queryParameters.contains($0) }) {
             return .respond(
@@ -118,30 +96,7 @@ public struct HTTPRouter: Sendable {
         case ("GET", 1, "collections"):
             return .requests([Array(#"{"op":"list"}"#.utf8)], batch: false)
         case (_, 2, "collections"), (_, 3, "collections"):
-            guard !segments[1].isEmpty else {
-                return .respond(
-                    .error(400, code: "invalid_name", "the collection name is empty: /v1/collections/NAME"))
-            }
-            guard let name = PercentDecoding.decode(segments[1]) else {
-                return .respond(.error(400, code: "invalid_name", "the collection name is not percent-encoded UTF-8"))
-            }
-            if segments.count == 3 {
-                guard segments[2] == "events" else { break }
-                guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
-                guard let form = EventForm.from(request.query) else { return Self.badCompactValue }
-                return eventStream(of: name, request, form: form)
-            }
-            switch request.method {
-            case "GET":
-                let window = Self.window(from: request.query)
-                guard !window.isEmpty else { return .requests([line(op: "get", collection: name)], batch: false) }
-                var output = JSONOutput()
-                output.append(
-                    .object([.init("op", "get"), .init("collection", .string(name)), .init("window", .object(window))]))
-                return .requests([output.bytes], batch: false)
-            case "POST": return post(request.body, to: name)
-            default: return Self.methodNotAllowed("GET, POST")
-            }
+            if let route = collectionRoute(request, segments) { return route }
         case ("POST", 1, "requests"):
             let lines = request.body.split(separator: UInt8(ascii: "\n")).map(Array.init).filter {
                 !$0.allSatisfy { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }
@@ -157,6 +112,62 @@ public struct HTTPRouter: Sendable {
             break
         }
         return .respond(.error(404, code: "not_found", "no such endpoint: \(request.method) \(path)"))
+    }
+
+    /// The answer to a CORS preflight: what a page may send.
+    static var preflight: HTTPRoute {
+        .respond(
+            HTTPResponse(
+                status: 204, body: [],
+                headers: [
+                    "Access-Control-Allow-Methods: GET, POST, OPTIONS",
+                    "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID",
+                    "Access-Control-Max-Age: 600",
+                ]))
+    }
+
+    /// The inspector page and the JavaScript client, or nil for any other request.
+    private static func page(_ request: HTTPRequest) -> HTTPRoute? {
+        let asset: (contentType: String, body: [UInt8])
+        switch (request.method, request.path) {
+        case ("GET", "/"), ("GET", "/index.html"), ("HEAD", "/"), ("HEAD", "/index.html"):
+            asset = ("text/html; charset=utf-8", WebAssets.page)
+        case ("GET", "/v1/diffcast.js"), ("HEAD", "/v1/diffcast.js"):
+            asset = ("text/javascript; charset=utf-8", WebAssets.script)
+        default:
+            return nil
+        }
+        return .respond(
+            HTTPResponse(
+                status: 200, contentType: asset.contentType, body: asset.body, omitsBody: request.method == "HEAD"))
+    }
+
+    /// `/v1/collections/NAME` (GET, POST) and `/v1/collections/NAME/events`; nil for a path
+    /// below a collection that names nothing.
+    private func collectionRoute(_ request: HTTPRequest, _ segments: [Substring]) -> HTTPRoute? {
+        guard !segments[1].isEmpty else {
+            return .respond(.error(400, code: "invalid_name", "the collection name is empty: /v1/collections/NAME"))
+        }
+        guard let name = PercentDecoding.decode(segments[1]) else {
+            return .respond(.error(400, code: "invalid_name", "the collection name is not percent-encoded UTF-8"))
+        }
+        if segments.count == 3 {
+            guard segments[2] == "events" else { return nil }
+            guard request.method == "GET" else { return Self.methodNotAllowed("GET") }
+            guard let form = EventForm.from(request.query) else { return Self.badCompactValue }
+            return eventStream(of: name, request, form: form)
+        }
+        switch request.method {
+        case "GET":
+            let window = Self.window(from: request.query)
+            guard !window.isEmpty else { return .requests([line(op: "get", collection: name)], batch: false) }
+            var output = JSONOutput()
+            output.append(
+                .object([.init("op", "get"), .init("collection", .string(name)), .init("window", .object(window))]))
+            return .requests([output.bytes], batch: false)
+        case "POST": return post(request.body, to: name)
+        default: return Self.methodNotAllowed("GET, POST")
+        }
     }
 
     // MARK: - Routes

@@ -25,12 +25,4 @@ struct PeerCredentials: Sendable, Equatable {
             }
         }
     }
-
-    static func userID(named name: String) -> UInt32? {
-        getpwnam(name).map { $0.pointee.pw_uid }
-    }
-
-    static func groupID(named name: String) -> UInt32? {
-        getgrnam(name).map { $0.pointee.gr_gid }
-    }
 }

@@ -64,52 +64,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 }
 
-/// Peers allowed by their credentials (`SO_PEERCRED`): user ids, group ids, user and group names.
-public struct AccessList: Sendable, Equatable {
-    public var userIDs: Set<UInt32> = []
-    public var groupIDs: Set<UInt32> = []
-
-    public init() {}
-
-    /// Parses `uid:1000`, `gid:27`, `user:alice`, `group:staff`, comma-separated.
-    public init(parsing text: String) throws(AccessListError) {
-        for entry in text.split(separator: ",").map({ $0.trimmingWhitespace() }) where !entry.isEmpty {
-            let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
-            guard parts.count == 2 else { throw AccessListError(entry: entry) }
-            switch parts[0] {
-            case "uid":
-                guard let id = UInt32(parts[1]) else { throw AccessListError(entry: entry) }
-                userIDs.insert(id)
-            case "gid":
-                guard let id = UInt32(parts[1]) else { throw AccessListError(entry: entry) }
-                groupIDs.insert(id)
-            case "user":
-                guard let id = PeerCredentials.userID(named: parts[1]) else { throw AccessListError(entry: entry) }
-                userIDs.insert(id)
-            case "group":
-                guard let id = PeerCredentials.groupID(named: parts[1]) else { throw AccessListError(entry: entry) }
-                groupIDs.insert(id)
-            default:
-                throw AccessListError(entry: entry)
-            }
-        }
-    }
-
-    public var allowsEveryone: Bool { userIDs.isEmpty && groupIDs.isEmpty }
-
+extension AccessList {
+    /// Whether the peer of a Unix socket may: root always may, and so does anyone when the list
+    /// is empty; a TCP or HTTP client (no credentials) only then.
     func allows(_ peer: PeerCredentials?) -> Bool {
         if allowsEveryone { return true }
         guard let peer else { return false }
-        return peer.userID == 0 || userIDs.contains(peer.userID) || !groupIDs.isDisjoint(with: peer.groupIDs)
-    }
-}
-
-/// An access-list entry that is neither `uid:N`, `gid:N`, `user:NAME` nor `group:NAME` of a
-/// known user or group.
-public struct AccessListError: Error, CustomStringConvertible {
-    public let entry: String
-    public var description: String {
-        "bad access-list entry '\(entry)': expected uid:N, gid:N, user:NAME or group:NAME of an existing user or group"
+        return allows(userID: peer.userID, groupIDs: peer.groupIDs)
     }
 }
 

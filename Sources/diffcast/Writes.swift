@@ -55,113 +55,144 @@ extension WriteCommand {
 
 /// Turns `COLLECTION [WORDS…]` into a request: bare words, `--id`, `--data` with HTTPie's
 /// `key=string` / `key:=json`, anchors (`--section`, `--before`, `--after`), a JSON object, or
-/// `-` for a JSON object on standard input.
-enum RequestBuilder {
-    static func build(op: String, shape: WriteShape, words: [String], standardInput: () -> Data = readStandardInput)
-        throws -> JSONValue
-    {
-        var collection: String?
-        var arguments: [JSONValue.Member] = []
-        var entries: [[JSONValue.Member]] = []
-        var identifiers: [JSONValue] = []
-        var moved: String?
-        var inData = false
-        var index = 0
+/// `-` for a JSON object on standard input. The words are read left to right; what they built so
+/// far is the builder's state.
+struct RequestBuilder {
+    let op: String
+    let shape: WriteShape
+    let standardInput: () -> Data
+    private var collection: String?
+    /// The request's arguments, by key (a later word sets a key again).
+    private var arguments: [JSONValue.Member] = []
+    /// The entries of `.entries` shapes, each an object with its `id` (and `data`).
+    private var entries: [[JSONValue.Member]] = []
+    private var identifiers: [JSONValue] = []
+    private var moved: String?
+    /// After `--data`, up to the next option: `key=value` words go into the entry's data.
+    private var inData = false
 
-        func value(after option: String) throws -> String {
-            index += 1
-            guard index < words.count else { throw ValidationError("\(option) needs a value") }
-            return words[index]
-        }
-        func set(_ key: String, _ value: JSONValue, in members: inout [JSONValue.Member]) {
-            if let existing = members.firstIndex(where: { $0.key == key }) {
-                members[existing].value = value
-            } else {
-                members.append(.init(key, value))
+    static func build(
+        op: String, shape: WriteShape, words: [String], standardInput: @escaping () -> Data = readStandardInput
+    ) throws -> JSONValue {
+        var builder = RequestBuilder(op: op, shape: shape, standardInput: standardInput)
+        var remaining = words[...]
+        while let word = remaining.popFirst() {
+            try builder.take(word) { option in
+                guard let value = remaining.popFirst() else { throw ValidationError("\(option) needs a value") }
+                return value
             }
         }
-        func setData(_ data: JSONValue) throws {
-            guard !entries.isEmpty else { throw ValidationError("data before any --id") }
-            set("data", data, in: &entries[entries.count - 1])
-        }
-        func addData(_ pair: JSONValue.Member) throws {
-            guard case .object(var members) = entries.last?.first(where: { $0.key == "data" })?.value else {
-                throw ValidationError("--data holds key=value pairs")
-            }
-            set(pair.key, pair.value, in: &members)
-            try setData(.object(members))
-        }
-        func merge(_ object: JSONValue, from source: String) throws {
-            guard case .object(let members) = object else {
-                throw ValidationError("\(source) must be a JSON object of the request's arguments")
-            }
-            for member in members { set(member.key, member.value, in: &arguments) }
-        }
-        func addBare(_ word: String) throws {
-            switch shape {
-            case .entries:
-                entries.append([.init("id", .string(word))])
-            case .identifiers:
-                identifiers.append(.string(word))
-            case .move:
-                guard moved == nil else { throw ValidationError("one \(op) moves one thing; '\(word)' is extra") }
-                moved = word
-            case .collectionOnly, .arguments:
-                throw ValidationError("\(op) takes no '\(word)'")
-            }
-        }
+        return try builder.request()
+    }
 
-        while index < words.count {
-            let word = words[index]
-            defer { index += 1 }
-            switch word {
-            case "--id":
-                inData = false
-                try addBare(try value(after: word))
-            case "--data":
-                guard case .entries = shape, !entries.isEmpty else { throw ValidationError("--data follows an --id") }
-                inData = true
-                let current = entries[entries.count - 1].first { $0.key == "data" }?.value
-                if case .object = current {} else { try setData(.object([])) }
-            case "--data-json":
-                inData = false
-                try setData(try parse(try value(after: word), what: "--data-json"))
-            case "--section", "--before", "--after", "--item":
-                inData = false
-                set(String(word.dropFirst(2)), .string(try value(after: word)), in: &arguments)
-            case "-":
-                try merge(try parse(standardInput(), what: "standard input"), from: "standard input")
-            default:
-                if collection == nil, !word.hasPrefix("-"), !word.hasPrefix("{") {
-                    collection = word
-                } else if word.hasPrefix("{") {
-                    try merge(try parse(Data(word.utf8), what: "the JSON argument"), from: "the JSON argument")
-                } else if word.hasPrefix("--") {
-                    throw ValidationError("unknown option '\(word)'")
-                } else if inData {
-                    guard let pair = try keyValue(word) else { throw notData(word, shape: shape) }
-                    try addData(pair)
-                } else if let pair = try keyValue(word) {
-                    set(pair.key, pair.value, in: &arguments)
-                } else {
-                    try addBare(word)
-                }
-            }
+    private init(op: String, shape: WriteShape, standardInput: @escaping () -> Data) {
+        self.op = op
+        self.shape = shape
+        self.standardInput = standardInput
+    }
+
+    /// Reads one word; `value` takes the word after an option that needs one.
+    private mutating func take(_ word: String, value: (String) throws -> String) throws {
+        switch word {
+        case "--id":
+            inData = false
+            try addBare(try value(word))
+        case "--data":
+            guard case .entries = shape, !entries.isEmpty else { throw ValidationError("--data follows an --id") }
+            inData = true
+            let current = entries[entries.count - 1].first { $0.key == "data" }?.value
+            if case .object = current {} else { try setData(.object([])) }
+        case "--data-json":
+            inData = false
+            try setData(try Self.parse(try value(word), what: "--data-json"))
+        case "--section", "--before", "--after", "--item":
+            inData = false
+            Self.set(String(word.dropFirst(2)), .string(try value(word)), in: &arguments)
+        case "-":
+            try merge(try Self.parse(standardInput(), what: "standard input"), from: "standard input")
+        default:
+            try takeWord(word)
         }
+    }
+
+    /// A word that is no option: the collection first, then a JSON object, a `key=value`, or a
+    /// bare identifier.
+    private mutating func takeWord(_ word: String) throws {
+        if collection == nil, !word.hasPrefix("-"), !word.hasPrefix("{") {
+            collection = word
+        } else if word.hasPrefix("{") {
+            try merge(try Self.parse(Data(word.utf8), what: "the JSON argument"), from: "the JSON argument")
+        } else if word.hasPrefix("--") {
+            throw ValidationError("unknown option '\(word)'")
+        } else if inData {
+            guard let pair = try Self.keyValue(word) else { throw Self.notData(word, shape: shape) }
+            try addData(pair)
+        } else if let pair = try Self.keyValue(word) {
+            Self.set(pair.key, pair.value, in: &arguments)
+        } else {
+            try addBare(word)
+        }
+    }
+
+    /// The request the words built.
+    private func request() throws -> JSONValue {
         guard let collection else { throw ValidationError("name the collection first: diffcast \(op) COLLECTION …") }
+        var arguments = arguments
         var request: [JSONValue.Member] = [.init("op", .string(op)), .init("collection", .string(collection))]
         switch shape {
         case .entries(let key) where !entries.isEmpty:
-            set(key, .array(entries.map { .object($0) }), in: &arguments)
+            Self.set(key, .array(entries.map { .object($0) }), in: &arguments)
         case .identifiers(let key) where !identifiers.isEmpty:
-            set(key, .array(identifiers), in: &arguments)
+            Self.set(key, .array(identifiers), in: &arguments)
         case .move(let key):
-            if let moved { set(key, .string(moved), in: &arguments) }
+            if let moved { Self.set(key, .string(moved), in: &arguments) }
         default:
             break
         }
-        for member in arguments { set(member.key, member.value, in: &request) }
+        for member in arguments { Self.set(member.key, member.value, in: &request) }
         return .object(request)
+    }
+
+    private static func set(_ key: String, _ value: JSONValue, in members: inout [JSONValue.Member]) {
+        if let existing = members.firstIndex(where: { $0.key == key }) {
+            members[existing].value = value
+        } else {
+            members.append(.init(key, value))
+        }
+    }
+
+    private mutating func setData(_ data: JSONValue) throws {
+        guard !entries.isEmpty else { throw ValidationError("data before any --id") }
+        Self.set("data", data, in: &entries[entries.count - 1])
+    }
+
+    private mutating func addData(_ pair: JSONValue.Member) throws {
+        guard case .object(var members) = entries.last?.first(where: { $0.key == "data" })?.value else {
+            throw ValidationError("--data holds key=value pairs")
+        }
+        Self.set(pair.key, pair.value, in: &members)
+        try setData(.object(members))
+    }
+
+    private mutating func merge(_ object: JSONValue, from source: String) throws {
+        guard case .object(let members) = object else {
+            throw ValidationError("\(source) must be a JSON object of the request's arguments")
+        }
+        for member in members { Self.set(member.key, member.value, in: &arguments) }
+    }
+
+    private mutating func addBare(_ word: String) throws {
+        switch shape {
+        case .entries:
+            entries.append([.init("id", .string(word))])
+        case .identifiers:
+            identifiers.append(.string(word))
+        case .move:
+            guard moved == nil else { throw ValidationError("one \(op) moves one thing; '\(word)' is extra") }
+            moved = word
+        case .collectionOnly, .arguments:
+            throw ValidationError("\(op) takes no '\(word)'")
+        }
     }
 
     /// A word after `--data` that is no `key=value`: a forgotten `=` would otherwise make the

@@ -1,9 +1,12 @@
 import DiffcastAccess
-import DiffcastConfiguration
 import DiffcastServer
+import DiffcastStorage
 import DiffcastWire
 import Foundation
+import Logging
 import Testing
+
+@testable import DiffcastConfiguration
 
 @Suite struct DaemonSettingsTests {
     static let shippedFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -14,11 +17,116 @@ import Testing
         let settings = try DaemonSettings.load(yaml: text, from: "diffcastd.yaml")
         #expect(settings == DaemonSettings())
         _ = try ValidatedSettings(settings)
-        // Every key appears in the file, so every option is documented there.
+        // Every key appears in the file, in the table's order, and its comment says "Restart."
+        // exactly when a reload does not apply it.
         #expect(DaemonSettings.keys.count > 40 && DaemonSettings.keys.contains("stream_heartbeat_ms"))
-        for key in DaemonSettings.keys {
-            #expect(text.contains("\n\(key): "), "\(key) is not in the shipped file")
+        var comment: [Substring] = []
+        var documented: [(key: String, restart: Bool)] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("#") {
+                comment.append(line)
+            } else if let colon = line.firstIndex(of: ":") {
+                // Keys listed one after another share the comment above the first.
+                let restart =
+                    comment.isEmpty ? documented.last?.restart ?? false : comment.joined().contains("Restart.")
+                documented.append((String(line[..<colon]), restart))
+                comment = []
+            } else {
+                comment = []
+            }
         }
+        #expect(documented.map(\.key) == DaemonSettings.keys)
+        for (setting, entry) in zip(DaemonSettings.all, documented) {
+            #expect(
+                entry.restart == (setting.applies == .afterRestart), "\(setting.key): the file's comment says otherwise"
+            )
+        }
+    }
+
+    /// A value each setting accepts that is not its default.
+    static func otherValue(of setting: Setting) -> (yaml: String, option: String) {
+        let defaults = DaemonSettings()
+        switch setting.value {
+        case .integer(let path, let range):
+            let value = defaults[keyPath: path] == range.lowerBound ? range.lowerBound + 1 : range.lowerBound
+            return ("\(value)", "\(value)")
+        case .choice(let path, let choices):
+            let value = choices.first { $0 != defaults[keyPath: path] } ?? ""
+            return (value, value)
+        case .text, .optionalText(_, .any), .optionalText(_, .nonEmpty): return ("/elsewhere", "/elsewhere")
+        case .optionalText(_, .address): return ("127.0.0.1:9", "127.0.0.1:9")
+        case .list: return ("[a, b]", "a,b")
+        case .flag(let path): return ("\(!defaults[keyPath: path])", "\(!defaults[keyPath: path])")
+        case .rights: return ("{read: [a]}", #"{"read":["a"]}"#)
+        }
+    }
+
+    /// The values of a configuration, one per stored property.
+    static func values(_ settings: DaemonSettings) -> [String] {
+        Mirror(reflecting: settings).children.map { "\($0.value)" }
+    }
+
+    @Test func eachSettingIsOnePropertyThatItsKeyAndItsOptionSetAlike() throws {
+        let defaults = DaemonSettings()
+        #expect(Self.values(defaults).count == DaemonSettings.all.count, "a property no setting describes")
+        #expect(Set(DaemonSettings.keys).count == DaemonSettings.all.count)
+        for setting in DaemonSettings.all {
+            let value = Self.otherValue(of: setting)
+            let byFile = try DaemonSettings.load(yaml: "\(setting.key): \(value.yaml)\n", from: "f.yaml")
+            var byOption = DaemonSettings()
+            try byOption.apply(options: [setting.option, value.option])
+            var byOptionWithEquals = DaemonSettings()
+            try byOptionWithEquals.apply(options: ["\(setting.option)=\(value.option)"])
+            #expect(byFile == byOption && byOption == byOptionWithEquals, "\(setting.key)")
+            let changed = zip(Self.values(defaults), Self.values(byFile)).count { $0 != $1 }
+            #expect(changed == 1, "\(setting.key) set \(changed) properties")
+            #expect(setting.shown(in: byFile) != setting.shown(in: defaults), "\(setting.key)")
+            let restart = DaemonSettings.changesNeedingRestart(from: defaults, to: byFile)
+            #expect(restart == (setting.applies == .afterRestart ? [setting.key] : []), "\(setting.key)")
+        }
+    }
+
+    @Test func theChoicesAreTheNamesTheDaemonKnows() {
+        func choices(_ key: String) -> [String] {
+            guard case .choice(_, let choices) = DaemonSettings.all.first(where: { $0.key == key })?.value else {
+                return []
+            }
+            return choices
+        }
+        #expect(choices("log_level") == Logger.Level.allCases.map(\.rawValue))
+        #expect(choices("sync") == SyncPolicy.allCases.map(\.rawValue))
+        #expect(choices("slow_subscriber_policy") == ServerConfiguration.SlowSubscriberPolicy.allCases.map(\.rawValue))
+    }
+
+    @Test func badOptionsAreNamed() {
+        for (arguments, named) in [
+            (["--max-conections", "5"], "unknown option '--max-conections'"),
+            (["--max-line-bytes"], "--max-line-bytes: expected a value"),
+            (["--max-line-bytes", "lots"], "--max-line-bytes: expected a whole number, got 'lots'"),
+            (["--backbone-owner=maybe"], "--backbone-owner: expected true or false, got 'maybe'"),
+            (["stray"], "unexpected argument 'stray'"),
+        ] {
+            var settings = DaemonSettings()
+            do {
+                try settings.apply(options: arguments)
+                Issue.record("\(arguments) were accepted")
+            } catch {
+                #expect(error.description.hasPrefix(named), "\(error)")
+            }
+            #expect(settings == DaemonSettings(), "\(arguments) changed a setting")
+        }
+    }
+
+    @Test func theHelpListsEveryOptionWithItsDefault() {
+        let help = DaemonSettings.optionsHelp
+        for setting in DaemonSettings.all {
+            #expect(
+                help.contains("\n  \(setting.option) <") || help.hasPrefix("  \(setting.option) <"), "\(setting.key)")
+        }
+        let words = help.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(words.contains("Longest request line in bytes. (max_line_bytes: 16777216; SIGHUP applies it)"))
+        #expect(words.contains("(tcp: null)"))
+        #expect(help.split(separator: "\n").allSatisfy { $0.count <= 80 })
     }
 
     @Test func anUnknownKeyIsNamed() {
@@ -57,7 +165,26 @@ import Testing
             }
         }
         let beating = try ValidatedSettings(try DaemonSettings.load(yaml: "stream_heartbeat_ms: 250\n", from: "f.yaml"))
-        #expect(beating.server.streamHeartbeatMilliseconds == 250)
+        #expect(beating.settings.streamHeartbeatMs == 250)
+        for (yaml, named) in [
+            (
+                "log_level: loud\n",
+                "log_level: expected trace, debug, info, notice, warning, error or critical, got 'loud'"
+            ),
+            ("max_unsent_bytes: 1023\n", "max_unsent_bytes: at least 1024, got 1023"),
+            ("io_threads: 65\n", "io_threads: 1 to 64, got 65"),
+            ("metrics: 9464\n", "metrics: expected IP:PORT (e.g. 127.0.0.1:9464), got '9464'"),
+            ("tcp_token: ''\n", "tcp_token: must not be empty"),
+        ] {
+            do {
+                _ = try ValidatedSettings(try DaemonSettings.load(yaml: yaml, from: "f.yaml"))
+                Issue.record("\(yaml) was accepted")
+            } catch {
+                #expect(error.description == named)
+            }
+        }
+        #expect(throws: SettingsError.self) { try DaemonSettings.load(yaml: "publishers: uid:0\n", from: "f.yaml") }
+        #expect(throws: SettingsError.self) { try DaemonSettings.load(yaml: "backbone_owner: 3\n", from: "f.yaml") }
     }
 
     @Test func aBackboneIsCheckedAndTakesOverFromTheStateDirectory() throws {
@@ -82,19 +209,18 @@ import Testing
         #expect(settings.maxCollections == 7 && settings.publishers == ["uid:0"])
         #expect(settings.maxLineBytes == DaemonSettings().maxLineBytes)
         let validated = try ValidatedSettings(settings)
-        #expect(validated.server.limits.collections == 7)
-        #expect(validated.server.publishers.userIDs == [0])
+        #expect(validated.publishers.userIDs == [0] && validated.subscribers.allowsEveryone)
     }
 
     @Test func anonymousRightsAreAMappingOrItsJSONAndBadOnesAreNamed() throws {
         let mapping = try ValidatedSettings(
             try DaemonSettings.load(yaml: "auth_anonymous: {read: [public.>]}\n", from: "f.yaml"))
-        #expect(mapping.server.anonymousRights.read.contains("public.scores"))
-        #expect(!mapping.server.anonymousRights.read.contains("inbox.alice"))
-        #expect(mapping.server.anonymousRights.write.isEmpty)
+        #expect(mapping.anonymousRights.read.contains("public.scores"))
+        #expect(!mapping.anonymousRights.read.contains("inbox.alice"))
+        #expect(mapping.anonymousRights.write.isEmpty)
         let json = try ValidatedSettings(
             try DaemonSettings.load(yaml: "auth_anonymous: '{\"write\":[\"a.*\"]}'\n", from: "f.yaml"))
-        #expect(json.server.anonymousRights.write.contains("a.b"))
+        #expect(json.anonymousRights.write.contains("a.b"))
         for (yaml, named) in [
             ("auth_anonymous: '{\"read\":[\"a.>.b\"]}'\n", "auth_anonymous"),
             ("auth_anonymous: '{\"raed\":[\"a\"]}'\n", "auth_anonymous"),
@@ -121,6 +247,6 @@ import Testing
         }
         let validated = try ValidatedSettings(
             try DaemonSettings.load(yaml: "http: 0.0.0.0:8080\nauth_keys: \(keys.path)\n", from: "f.yaml"))
-        #expect(validated.server.tokenVerifier?.keys.keys.first?.algorithm == "HS256")
+        #expect(validated.tokenVerifier?.keys.keys.first?.algorithm == "HS256")
     }
 }
