@@ -163,6 +163,9 @@ public final class StateStore {
         var asidePath: String { path + ".torn-\(offset)" }
     }
 
+    /// Reads and checks a state directory: the checkpoint, the log files that follow it without
+    /// a gap, and their records in sequence; a damaged tail of the last file is a torn tail, any
+    /// other damage an error naming the file and offset.
     private static func read(_ directory: String) throws -> DirectoryState {
         var state = DirectoryState()
         let checkpointPath = directory + "/checkpoint.json"
@@ -176,11 +179,31 @@ public final class StateStore {
         }.sorted()
         state.coveredLogs = generations.filter { $0 <= covered }.map { directory + "/wal-\($0).log" }
         let uncovered = generations.filter { $0 > covered }
-        if state.checkpoint == nil, let first = uncovered.first, first != 1 {
-            throw PersistenceError.missingFile(
-                path: checkpointPath, reason: "the log starts at wal-\(first).log, after a checkpoint")
+        try checkLogsFollowEachOther(
+            directory, checkpoint: state.checkpoint, generations: generations, uncovered: uncovered)
+        var sequence = state.checkpoint?.nextSequence ?? 1
+        for (index, generation) in uncovered.enumerated() {
+            let path = directory + "/wal-\(generation).log"
+            let (records, tornTail) = try readRecords(
+                of: path, from: &sequence, isLast: index == uncovered.count - 1)
+            state.logs.append((path, records))
+            if let tornTail { state.tornTail = tornTail }
         }
-        // Log files follow each other without a gap, from the one after the checkpoint.
+        state.appendGeneration = uncovered.last ?? (covered + 1)
+        state.nextSequence = sequence
+        return state
+    }
+
+    /// Refuses a directory whose log files do not follow the checkpoint (or the start) without
+    /// a gap, naming the missing file.
+    private static func checkLogsFollowEachOther(
+        _ directory: String, checkpoint: CheckpointFile.Contents?, generations: [UInt64], uncovered: [UInt64]
+    ) throws {
+        let covered = checkpoint?.coveredGeneration ?? 0
+        if checkpoint == nil, let first = uncovered.first, first != 1 {
+            throw PersistenceError.missingFile(
+                path: directory + "/checkpoint.json", reason: "the log starts at wal-\(first).log, after a checkpoint")
+        }
         var expectedGeneration = covered + 1
         for generation in uncovered {
             guard generation == expectedGeneration else {
@@ -190,56 +213,55 @@ public final class StateStore {
             }
             expectedGeneration += 1
         }
-        if let checkpoint = state.checkpoint, uncovered.isEmpty, !generations.contains(covered) {
+        if checkpoint != nil, uncovered.isEmpty, !generations.contains(covered) {
             // A checkpoint is written only after the log after it has been created.
             throw PersistenceError.missingFile(
-                path: directory + "/wal-\(checkpoint.coveredGeneration + 1).log",
-                reason: "the checkpoint covers wal-\(checkpoint.coveredGeneration).log and the log after it is gone")
+                path: directory + "/wal-\(covered + 1).log",
+                reason: "the checkpoint covers wal-\(covered).log and the log after it is gone")
         }
-        var sequence = state.checkpoint?.nextSequence ?? 1
-        for (index, generation) in uncovered.enumerated() {
-            let path = directory + "/wal-\(generation).log"
-            let bytes = try FileIO.readAll(path)
-            var records: [LogFrame.Record] = []
-            var offset = 0
-            while offset < bytes.count {
-                switch LogFrame.record(in: bytes, at: offset) {
-                case .success(let record):
-                    guard record.sequence == sequence else {
-                        throw PersistenceError.corruptRecord(
-                            path: path, offset: offset,
-                            reason: "record number \(record.sequence) where \(sequence) was expected"
-                                + (record.sequence > sequence ? " (records are missing)" : ""))
-                    }
-                    records.append(record)
-                    sequence += 1
-                    offset = record.end
-                case .failure(let damage):
-                    if offset == 0, bytes.count >= 13, bytes[8..<13].elementsEqual(Array("{\"t\":".utf8)) {
-                        throw PersistenceError.corruptRecord(
-                            path: path, offset: 0,
-                            reason: "written by diffcastd 0.1 (a log without record numbers), which this version "
-                                + "does not read: keep 0.1 on this directory, or move it aside to start afresh")
-                    }
-                    if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {
-                        throw PersistenceError.corruptRecord(
-                            path: path, offset: offset,
-                            reason: "\(damage), followed by a valid record (number \(later.sequence)) at offset "
-                                + "\(later.offset): damage inside the log, not a torn tail")
-                    }
-                    guard index == uncovered.count - 1 else {
-                        throw PersistenceError.corruptRecord(
-                            path: path, offset: offset, reason: "\(damage), and newer log files follow this one")
-                    }
-                    state.tornTail = TornTail(path: path, offset: offset, damage: damage, bytes: bytes[offset...])
-                    offset = bytes.count
+    }
+
+    /// The records of one log file, numbered on from `sequence`. Damage is a torn tail only at
+    /// the end of the last file, with no valid record after it; anywhere else it is an error.
+    private static func readRecords(of path: String, from sequence: inout UInt64, isLast: Bool) throws
+        -> (records: [LogFrame.Record], tornTail: TornTail?)
+    {
+        let bytes = try FileIO.readAll(path)
+        var records: [LogFrame.Record] = []
+        var offset = 0
+        while offset < bytes.count {
+            switch LogFrame.record(in: bytes, at: offset) {
+            case .success(let record):
+                guard record.sequence == sequence else {
+                    throw PersistenceError.corruptRecord(
+                        path: path, offset: offset,
+                        reason: "record number \(record.sequence) where \(sequence) was expected"
+                            + (record.sequence > sequence ? " (records are missing)" : ""))
                 }
+                records.append(record)
+                sequence += 1
+                offset = record.end
+            case .failure(let damage):
+                if offset == 0, bytes.count >= 13, bytes[8..<13].elementsEqual(Array("{\"t\":".utf8)) {
+                    throw PersistenceError.corruptRecord(
+                        path: path, offset: 0,
+                        reason: "written by diffcastd 0.1 (a log without record numbers), which this version "
+                            + "does not read: keep 0.1 on this directory, or move it aside to start afresh")
+                }
+                if let later = LogFrame.nextValidHeader(in: bytes, after: offset) {
+                    throw PersistenceError.corruptRecord(
+                        path: path, offset: offset,
+                        reason: "\(damage), followed by a valid record (number \(later.sequence)) at offset "
+                            + "\(later.offset): damage inside the log, not a torn tail")
+                }
+                guard isLast else {
+                    throw PersistenceError.corruptRecord(
+                        path: path, offset: offset, reason: "\(damage), and newer log files follow this one")
+                }
+                return (records, TornTail(path: path, offset: offset, damage: damage, bytes: bytes[offset...]))
             }
-            state.logs.append((path, records))
         }
-        state.appendGeneration = uncovered.last ?? (covered + 1)
-        state.nextSequence = sequence
-        return state
+        return (records, nil)
     }
 
     /// Applies a checked directory state to an engine; returns the number of records replayed.
