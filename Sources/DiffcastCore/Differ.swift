@@ -128,7 +128,32 @@ public enum Differ {
     private static func diffItemsOfRestructuredSections(
         _ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges
     ) {
-        // The middle (between the common ends) of every restructured section, old and new.
+        let (oldMiddles, newMiddles) = middles(old, new, into: &changes)
+        let oldItems = OldItems(old, middles: oldMiddles)
+        let table = identifierTable(of: oldItems)
+        var claimed = [Bool](repeating: false, count: oldItems.count)
+        for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
+            match(
+                middle, ofSection: sectionIndex, in: new, against: oldItems, of: oldSectionIndex, table: table,
+                claimed: &claimed, into: &changes)
+        }
+        // What nobody claimed was removed; items of deleted sections go with their section unlisted.
+        let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
+        oldItems.forEachRun { firstPlace, run in
+            for offset in run.indices where !claimed[oldItems.rank(firstPlace + offset)] {
+                let path = oldItems.path(firstPlace + offset)
+                if surviving[path.section] {
+                    changes.deleted.append(.init(at: path, id: run[offset].id))
+                }
+            }
+        }
+    }
+
+    /// The middle (between the common ends, which are listed as they are found) of every
+    /// restructured section, old and new; the whole of every deleted section.
+    private static func middles(_ old: Snapshot, _ new: Snapshot, into changes: inout ItemChanges) -> (
+        old: [Range<Int>?], new: [(section: Int, oldSection: Int?, range: Range<Int>)]
+    ) {
         var oldMiddles = [Range<Int>?](repeating: nil, count: old.sections.count)
         var newMiddles: [(section: Int, oldSection: Int?, range: Range<Int>)] = []
         for (sectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
@@ -145,7 +170,11 @@ public enum Differ {
         for (sectionIndex, section) in old.sections.enumerated() where new.position(ofSection: section.id) == nil {
             oldMiddles[sectionIndex] = 0..<section.items.count
         }
-        let oldItems = OldItems(old, middles: oldMiddles)
+        return (oldMiddles, newMiddles)
+    }
+
+    /// The old items by identifier, each entered once.
+    private static func identifierTable(of oldItems: OldItems) -> IdentifierTable {
         var table = IdentifierTable(capacity: oldItems.count)
         let distance = IdentifierTable.prefetchDistance
         oldItems.forEachRun { firstPlace, run in
@@ -157,56 +186,56 @@ public enum Differ {
                 }
             }
         }
-        var claimed = [Bool](repeating: false, count: oldItems.count)
-        for (sectionIndex, oldSectionIndex, middle) in newMiddles where !middle.isEmpty {
-            var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
-            stayCandidates.reserveCapacity(middle.count)
-            // In place: an item is copied only into the changes that list it.
-            new.sections[sectionIndex].items.forEachRun(in: middle) { start, run in
-                for offset in run.indices {
-                    if offset + distance < run.count { table.prefetch(hash: run[offset + distance].id.hashBits) }
-                    let newPath = ItemPath(sectionIndex, start + offset)
-                    guard
-                        let place = table.find(
-                            hash: run[offset].id.hashBits,
-                            isIdentifier: { oldItems.identifier($0, equals: run[offset].id) }),
-                        case let rank = oldItems.rank(place), !claimed[rank]
-                    else {
-                        changes.inserted.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
-                        continue
-                    }
-                    claimed[rank] = true
-                    let path = oldItems.path(place)
-                    if path.section == oldSectionIndex {
-                        stayCandidates.append((newPath.item, path.item))
-                    } else {
-                        changes.moved.append(.init(from: path, to: newPath, id: run[offset].id))
-                    }
-                    if !oldItems.hasSameData(place, as: run[offset]) {
-                        changes.updated.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
-                    }
+        return table
+    }
+
+    /// Matches the new items of one section's middle with the old ones: an item no old one
+    /// matches (or whose match is claimed) is inserted, a match in another section moved, a
+    /// match with other data updated; survivors of the same section stay on one longest
+    /// increasing subsequence of old positions, and the rest are moves.
+    private static func match(
+        _ middle: Range<Int>, ofSection sectionIndex: Int, in new: Snapshot, against oldItems: OldItems,
+        of oldSectionIndex: Int?, table: borrowing IdentifierTable, claimed: inout [Bool],
+        into changes: inout ItemChanges
+    ) {
+        let distance = IdentifierTable.prefetchDistance
+        var stayCandidates: [(newIndex: Int, oldIndex: Int)] = []
+        stayCandidates.reserveCapacity(middle.count)
+        // In place: an item is copied only into the changes that list it.
+        new.sections[sectionIndex].items.forEachRun(in: middle) { start, run in
+            for offset in run.indices {
+                if offset + distance < run.count { table.prefetch(hash: run[offset + distance].id.hashBits) }
+                let newPath = ItemPath(sectionIndex, start + offset)
+                guard
+                    let place = table.find(
+                        hash: run[offset].id.hashBits,
+                        isIdentifier: { oldItems.identifier($0, equals: run[offset].id) }),
+                    case let rank = oldItems.rank(place), !claimed[rank]
+                else {
+                    changes.inserted.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
+                    continue
                 }
-            }
-            guard let oldSectionIndex else { continue }
-            let staying = longestIncreasingSubsequenceMembers(stayCandidates.map(\.oldIndex))
-            for (rank, stays) in staying.enumerated() where !stays {
-                let candidate = stayCandidates[rank]
-                changes.moved.append(
-                    .init(
-                        from: ItemPath(oldSectionIndex, candidate.oldIndex),
-                        to: ItemPath(sectionIndex, candidate.newIndex),
-                        id: new.sections[sectionIndex].items[candidate.newIndex].id))
+                claimed[rank] = true
+                let path = oldItems.path(place)
+                if path.section == oldSectionIndex {
+                    stayCandidates.append((newPath.item, path.item))
+                } else {
+                    changes.moved.append(.init(from: path, to: newPath, id: run[offset].id))
+                }
+                if !oldItems.hasSameData(place, as: run[offset]) {
+                    changes.updated.append(.init(at: newPath, id: run[offset].id, data: run[offset].data))
+                }
             }
         }
-        // What nobody claimed was removed; items of deleted sections go with their section unlisted.
-        let surviving = old.sections.map { new.position(ofSection: $0.id) != nil }
-        oldItems.forEachRun { firstPlace, run in
-            for offset in run.indices where !claimed[oldItems.rank(firstPlace + offset)] {
-                let path = oldItems.path(firstPlace + offset)
-                if surviving[path.section] {
-                    changes.deleted.append(.init(at: path, id: run[offset].id))
-                }
-            }
+        guard let oldSectionIndex else { return }
+        let staying = longestIncreasingSubsequenceMembers(stayCandidates.map(\.oldIndex))
+        for (rank, stays) in staying.enumerated() where !stays {
+            let candidate = stayCandidates[rank]
+            changes.moved.append(
+                .init(
+                    from: ItemPath(oldSectionIndex, candidate.oldIndex),
+                    to: ItemPath(sectionIndex, candidate.newIndex),
+                    id: new.sections[sectionIndex].items[candidate.newIndex].id))
         }
     }
 
