@@ -128,6 +128,18 @@ public final class Server {
         parser.keepsLines = commit?.keepsLogRecords == true || backbone != nil
         try check(uv_loop_init(loop), "uv_loop_init")
         loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        try startApplying(engine: engine, commit: commit, backbone: backbone)
+        try handleSignals()
+        try listen(backbone: backbone)
+        onReady()
+        systemd.notify("READY=1\nSTATUS=\(statusLine())")
+        uv_run(loop, UV_RUN_DEFAULT)
+        uv_loop_close(loop)
+    }
+
+    /// The apply queue's thread and the mailbox that brings its outcomes to the loop, the write
+    /// turns' idle handle and the writer threads.
+    private func startApplying(engine: ApplyEngine, commit: (any BatchCommit)?, backbone: Backbone?) throws {
         let asyncHandle = LoopHandles.make(uv_async_t.self, UV_ASYNC)
         try check(
             uv_async_init(loop, asyncHandle) { handle in Server.from(handle)?.drainMailbox() }, "uv_async_init",
@@ -140,12 +152,17 @@ public final class Server {
         let turnHandle = LoopHandles.make(uv_idle_t.self, UV_IDLE)
         try check(uv_idle_init(loop, turnHandle), "uv_idle_init", orDiscard: turnHandle)
         self.turnHandle = turnHandle
-        applyQueue = ApplyQueue(
+        let applyQueue = ApplyQueue(
             engine: engine, commit: commit, coalesceWindowMilliseconds: configuration.coalesceWindowMilliseconds,
             metrics: metrics, deliver: { mailbox.post($0) })
-        if let backbone, let applyQueue {
+        self.applyQueue = applyQueue
+        if let backbone {
             try applyQueue.attach(backbone, snapshotEvery: configuration.backboneSnapshotEvery, logger: logger)
         }
+    }
+
+    /// SIGINT and SIGTERM stop the loop cleanly; SIGHUP reloads the configuration.
+    private func handleSignals() throws {
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             let handle = LoopHandles.make(uv_signal_t.self, UV_SIGNAL)
             try check(uv_signal_init(loop, handle), "uv_signal_init", orDiscard: handle)
@@ -162,6 +179,11 @@ public final class Server {
                     }, signal), "uv_signal_start")
             uv_unref(dc_handle(handle))
         }
+    }
+
+    /// The listeners systemd passed, else the Unix socket and TCP; HTTP and metrics; then the
+    /// housekeeping timers. A start that fails after binding the socket leaves no file behind.
+    private func listen(backbone: Backbone?) throws {
         let inherited = SystemdIntegration.takeInheritedListeners()
         for descriptor in inherited {
             let handle = try Listener.inherited(descriptor: descriptor, server: self)
@@ -193,14 +215,9 @@ public final class Server {
             }
             try startHousekeeping()
         } catch {
-            // A start that fails after binding the socket leaves no file behind.
             if let boundSocketPath { unlink(boundSocketPath) }
             throw error
         }
-        onReady()
-        systemd.notify("READY=1\nSTATUS=\(statusLine())")
-        uv_run(loop, UV_RUN_DEFAULT)
-        uv_loop_close(loop)
     }
 
     static func from(_ handle: UnsafeMutableRawPointer?) -> Server? {
