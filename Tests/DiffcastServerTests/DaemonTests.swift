@@ -336,14 +336,16 @@ import Testing
         _ = try publisher.request(#"append_sections big {"sections":[{"id":"s","items":["a"]}]}"#)
         var subscribers: [(client: Client, mirror: StrictMirror)] = []
         for _ in 0..<40 {
-            let client = try Client(path: daemon.socketPath)
+            // A small receive buffer: each version's event is more than the socket takes at once,
+            // so the writes of every slice, the helper thread's too, are partial.
+            let client = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
             _ = try client.request("subscribe big")
             var mirror = StrictMirror()
             try mirror.feed(try client.event())
             subscribers.append((client, mirror))
         }
-        // 120 appends of 4 KB in a burst: they coalesce into a few versions, whose events are
-        // more than a Unix socket takes at once (about 200 KB), so the kernel takes them in part.
+        // 120 appends of 4 KB in a burst, coalesced into versions whose events are larger than
+        // what a subscriber's socket takes at once.
         let padding = String(repeating: "q", count: 4096)
         var burst = ""
         for index in 0..<120 {
