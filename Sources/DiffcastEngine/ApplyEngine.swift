@@ -133,15 +133,7 @@ public final class ApplyEngine {
         case .write(let name, let operation):
             write(operation, to: name, request, address)
         case .get(let name, let window):
-            publishOpenBatch(of: name)
-            guard let state = existing(name) else {
-                return fail(request, address, .unknownCollection(name))
-            }
-            if let window { return getView(of: state, window, request, address) }
-            answer(
-                request, address,
-                .state(
-                    collection: name, epoch: state.epoch, version: state.version, state.document.snapshot, window: nil))
+            get(name, window: window, request, address)
         case .subscribe(let name, let since, let epoch, let window, let createsMissing):
             publishOpenBatch(of: name)
             if !createsMissing && existing(name) == nil {
@@ -161,26 +153,10 @@ public final class ApplyEngine {
             publishOpenBatch(of: name)
             rewindow(name, window, request, address)
         case .drop(let name):
-            publishOpenBatch(of: name)
-            guard existing(name) != nil else {
-                return fail(request, address, .unknownCollection(name))
-            }
-            rememberBeforeChange(name)
-            collections[name] = nil
-            droppedCollections = true
-            journal(.drop(collection: name))
-            outcomes.append(.dropped(collection: name))
-            answer(request, address)
+            drop(name, request, address)
         case .list(let readable):
             publishAllOpenBatches()
-            let rows = collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted {
-                $0.name < $1.name
-            }.map { state in
-                CollectionRow(
-                    name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
-                    items: state.document.itemCount, subscribers: 0)
-            }
-            outcomes.append(.listing(address, id: request.id, collections: rows))
+            outcomes.append(.listing(address, id: request.id, collections: rows(readable: readable)))
         case .stats:
             publishAllOpenBatches()
             statistics.collections = collections.count { $0.exists }
@@ -189,6 +165,43 @@ public final class ApplyEngine {
         case .ping, .auth, .unsubscribe:
             // Answered by the loop; accepted here so that the engine can serve any request.
             answer(request, address)
+        }
+    }
+
+    /// The state of a collection, or of a window onto it, as of every write before the request.
+    private func get(_ name: String, window: Window?, _ request: Request, _ address: ResponseAddress) {
+        publishOpenBatch(of: name)
+        guard let state = existing(name) else {
+            return fail(request, address, .unknownCollection(name))
+        }
+        if let window { return getView(of: state, window, request, address) }
+        answer(
+            request, address,
+            .state(collection: name, epoch: state.epoch, version: state.version, state.document.snapshot, window: nil))
+    }
+
+    /// Drops a collection: its subscribers are told, and a later write starts a new epoch.
+    private func drop(_ name: String, _ request: Request, _ address: ResponseAddress) {
+        publishOpenBatch(of: name)
+        guard existing(name) != nil else {
+            return fail(request, address, .unknownCollection(name))
+        }
+        rememberBeforeChange(name)
+        collections[name] = nil
+        droppedCollections = true
+        journal(.drop(collection: name))
+        outcomes.append(.dropped(collection: name))
+        answer(request, address)
+    }
+
+    /// The rows of `list`: the collections that exist and that the holder may read (all when
+    /// `readable` is nil), by name.
+    private func rows(readable: CollectionScope?) -> [CollectionRow] {
+        collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted { $0.name < $1.name }.map {
+            state in
+            CollectionRow(
+                name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
+                items: state.document.itemCount, subscribers: 0)
         }
     }
 

@@ -77,6 +77,28 @@ enum CheckpointFile {
 
     static func decode(_ bytes: [UInt8], path: String) throws(PersistenceError) -> Contents {
         func damaged(_ reason: String) -> PersistenceError { .badCheckpoint(path: path, reason: reason) }
+        let content = try checkedContent(of: bytes, path: path)
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(content, maximumDepth: 1024)
+        } catch {
+            throw damaged(error.message)
+        }
+        guard case .number(let formatText) = value["format"], Int(formatText) == format,
+            case .number(let coveredText) = value["wal"], let covered = UInt64(counter: coveredText),
+            case .number(let sequenceText) = value["next_sequence"], let nextSequence = UInt64(counter: sequenceText),
+            case .array(let rawCollections) = value["collections"]
+        else { throw damaged("missing 'format', 'wal', 'next_sequence' or 'collections'") }
+        var collections: [Entry] = []
+        for raw in rawCollections {
+            collections.append(try entry(raw, path: path))
+        }
+        return Contents(coveredGeneration: covered, nextSequence: nextSequence, collections: collections)
+    }
+
+    /// The file without its checksum line, once the line's length and CRC-32 match it.
+    private static func checkedContent(of bytes: [UInt8], path: String) throws(PersistenceError) -> [UInt8] {
+        func damaged(_ reason: String) -> PersistenceError { .badCheckpoint(path: path, reason: reason) }
         guard bytes.last == UInt8(ascii: "\n") else { throw damaged("it does not end with its checksum line") }
         let body = bytes.dropLast()
         let trailerStart = (body.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1
@@ -96,50 +118,41 @@ enum CheckpointFile {
             throw damaged("its checksum line says \(length) bytes, the file holds \(content.count)")
         }
         guard CRC32.checksum(content) == checksum else { throw damaged("checksum mismatch") }
-        let value: JSONValue
+        return content
+    }
+
+    /// One collection of the checkpoint, its digest checked, and each version of its history
+    /// rebuilt from the current one and checked against its digest.
+    private static func entry(_ raw: JSONValue, path: String) throws(PersistenceError) -> Entry {
+        func damaged(_ reason: String) -> PersistenceError { .badCheckpoint(path: path, reason: reason) }
+        guard case .string(let name) = raw["name"], case .string(let epoch) = raw["epoch"],
+            case .number(let versionText) = raw["version"], let version = UInt64(counter: versionText)
+        else { throw damaged("a collection without name, epoch or version") }
+        let sections: [SectionOutline]
         do {
-            value = try JSONParser.parse(content, maximumDepth: 1024)
+            sections = try EventDecoder.outline(raw["sections"])
         } catch {
-            throw damaged(error.message)
+            throw damaged("\(name): \(error)")
         }
-        guard case .number(let formatText) = value["format"], Int(formatText) == format,
-            case .number(let coveredText) = value["wal"], let covered = UInt64(counter: coveredText),
-            case .number(let sequenceText) = value["next_sequence"], let nextSequence = UInt64(counter: sequenceText),
-            case .array(let rawCollections) = value["collections"]
-        else { throw damaged("missing 'format', 'wal', 'next_sequence' or 'collections'") }
-        var collections: [Entry] = []
-        for raw in rawCollections {
-            guard case .string(let name) = raw["name"], case .string(let epoch) = raw["epoch"],
-                case .number(let versionText) = raw["version"], let version = UInt64(counter: versionText)
-            else { throw damaged("a collection without name, epoch or version") }
-            let sections: [SectionOutline]
-            do {
-                sections = try EventDecoder.outline(raw["sections"])
-            } catch {
-                throw damaged("\(name): \(error)")
-            }
-            guard case .string(let digest) = raw["digest"], digest == Digest(of: sections).description else {
-                throw damaged("\(name): digest mismatch")
-            }
-            var history: VersionHistory = []
-            if case .array(let events) = raw["history"], !events.isEmpty {
-                guard let current = try? Document(restoring: sections).snapshot else {
-                    throw damaged("\(name): its sections do not make a collection")
-                }
-                for event in events {
-                    guard case .number(let pastText) = event["version"], let past = UInt64(counter: pastText),
-                        past < version,
-                        history.last.map({ $0.version < past }) ?? true,
-                        case .string(let pastDigest) = event["digest"],
-                        let changeset = try? EventDecoder.changeset(event),
-                        let snapshot = try? changeset.apply(to: current), Digest(of: snapshot).description == pastDigest
-                    else { throw damaged("\(name): an entry of its history does not rebuild its version") }
-                    history.append((past, snapshot))
-                }
-            }
-            collections.append(
-                Entry(name: name, epoch: epoch, version: version, sections: sections, history: history))
+        guard case .string(let digest) = raw["digest"], digest == Digest(of: sections).description else {
+            throw damaged("\(name): digest mismatch")
         }
-        return Contents(coveredGeneration: covered, nextSequence: nextSequence, collections: collections)
+        var history: VersionHistory = []
+        if case .array(let events) = raw["history"], !events.isEmpty {
+            guard let current = try? Document(restoring: sections).snapshot else {
+                throw damaged("\(name): its sections do not make a collection")
+            }
+            for event in events {
+                guard case .number(let pastText) = event["version"], let past = UInt64(counter: pastText),
+                    past < version,
+                    history.last.map({ $0.version < past }) ?? true,
+                    case .string(let pastDigest) = event["digest"],
+                    let changeset = try? EventDecoder.changeset(event),
+                    let snapshot = try? changeset.apply(to: current), Digest(of: snapshot).description == pastDigest
+                else { throw damaged("\(name): an entry of its history does not rebuild its version") }
+                history.append((past, snapshot))
+            }
+        }
+        return Entry(name: name, epoch: epoch, version: version, sections: sections, history: history)
     }
 }
