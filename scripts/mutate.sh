@@ -85,6 +85,7 @@ directory-collisions-merged|Sources/DiffcastCore/ItemDirectory.swift|        if 
 directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {|            if Bool(false) {|DiffcastCoreTests
 table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
 lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
+fast-path-deletions-dropped|Sources/DiffcastCore/Differ+UntouchedItems.swift|            changes.deleted = oldPlaces.map { .init(at: $0.value.path, id: $0.key) }|            changes.deleted = []|DiffcastCoreTests
 full-diff-data-unseen|Sources/DiffcastCore/Differ.swift|{ item(place).pointee.hasSameData(as: other) }|{ Bool(true) }|DiffcastCoreTests
 table-position-cut-to-32-bits|Sources/DiffcastCore/IdentifierTable.swift|UInt64(position + 1)|UInt64(UInt32(truncatingIfNeeded: position + 1))|IdentifierTableTests
 table-hash-bits-ignored|Sources/DiffcastCore/IdentifierTable.swift|            if (slot & ~Self.positionMask) == (hash & ~Self.positionMask) {\n                let position|            if Bool(true) {\n                let position|IdentifierTableTests

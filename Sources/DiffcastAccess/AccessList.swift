@@ -9,7 +9,7 @@ public struct AccessList: Sendable, Equatable {
 
     /// Parses `uid:1000`, `gid:27`, `user:alice`, `group:staff`, comma-separated.
     public init(parsing text: String) throws(AccessListError) {
-        for entry in text.split(separator: ",").map({ $0.filter { $0 != " " } }) where !entry.isEmpty {
+        for entry in text.split(separator: ",").map({ $0.trimmingWhitespace() }) where !entry.isEmpty {
             let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw AccessListError(entry: entry) }
             switch parts[0] {
@@ -50,5 +50,12 @@ public struct AccessListError: Error, CustomStringConvertible {
     public let entry: String
     public var description: String {
         "bad access-list entry '\(entry)': expected uid:N, gid:N, user:NAME or group:NAME of an existing user or group"
+    }
+}
+
+extension StringProtocol {
+    /// The text without the spaces that start and end it (an entry of a comma-separated list).
+    package func trimmingWhitespace() -> String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
 }

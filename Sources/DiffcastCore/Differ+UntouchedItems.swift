@@ -36,7 +36,7 @@ extension Differ {
         guard old.sections.count == new.sections.count,
             new.sections.allSatisfy({ old.position(ofSection: $0.id) != nil })
         else { return nil }
-        var touched = TouchedItems(restructured: marks.restructuredItems, marks: marks)
+        var touched = TouchedItems(marks: marks)
         for (newSectionIndex, section) in new.sections.enumerated() where isRestructured(section, in: old) {
             guard let oldSectionIndex = old.position(ofSection: section.id),
                 touched.walk(
@@ -57,8 +57,8 @@ extension Differ {
         /// listed in order, and none is looked up again.
         var newPlaces: [NewPlace] = []
 
-        init(restructured: Set<Identifier>, marks: ChangeMarks) {
-            self.restructured = restructured
+        init(marks: ChangeMarks) {
+            restructured = marks.restructuredItems
             oldPlaces.reserveCapacity(restructured.count)
             newPlaces.reserveCapacity(restructured.count + marks.appendedTails.reduce(0) { $0 + $1.count })
         }
@@ -130,10 +130,8 @@ extension Differ {
         /// The touched items classified: new ones inserted, gone ones deleted, survivors updated
         /// when their data changed and moved unless they may stay put. Per gap, the survivors
         /// that stayed in their section and gap on one longest increasing subsequence of old
-        /// positions stay; the rest are moves.
-        func classified(_ old: Snapshot) -> ItemChanges {
-            var changes = changes
-            var oldPlaces = oldPlaces
+        /// positions stay; the rest are moves. The last step: it takes the places the walks found.
+        mutating func classified(_ old: Snapshot) -> ItemChanges {
             var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
             for touched in newPlaces {
                 let (id, newPlace, newData) = (touched.id, touched.place, touched.data)

@@ -73,9 +73,3 @@ extension AccessList {
         return allows(userID: peer.userID, groupIDs: peer.groupIDs)
     }
 }
-
-extension StringProtocol {
-    func trimmingWhitespace() -> String {
-        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
-    }
-}
