@@ -275,33 +275,44 @@ private final class Channel: Sendable {
                 _ = read(wakeup, &drain, drain.count)
             }
             if fds[0].revents & Int16(POLLOUT) != 0 {
-                let written = pending[pendingStart...].withUnsafeBytes {
-                    send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-                }
-                if written > 0 {
-                    pendingStart += written
-                } else if written < 0 && errno != EAGAIN && errno != EINTR {
-                    failure = .disconnected("write: \(String(cString: strerror(errno)))")
-                }
+                failure = sendPending(pending, from: &pendingStart)
             }
-            guard fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 else { continue }
-            let count = buffer.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
-            if count == 0 {
-                failure = .disconnected("the daemon closed the connection")
-            } else if count < 0 {
-                if errno != EAGAIN && errno != EINTR {
-                    failure = .disconnected("read: \(String(cString: strerror(errno)))")
-                }
-            } else {
-                buffer.withUnsafeBytes { bytes in
-                    framer.feed(UnsafeRawBufferPointer(rebasing: bytes[0..<count])) { piece in
-                        guard failure == nil, case .line(let line) = piece else { return }
-                        failure = dispatch(line)
-                    }
-                }
-            }
+            guard failure == nil, fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 else { continue }
+            failure = receive(into: &buffer, framer: &framer)
         }
         finish(failure)
+    }
+
+    /// Sends what the socket takes now of `pending` from `start`, and moves `start` past it;
+    /// the failure that ends the connection, if the write failed.
+    private func sendPending(_ pending: [UInt8], from start: inout Int) -> ClientError? {
+        let written = pending[start...].withUnsafeBytes {
+            send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        if written > 0 {
+            start += written
+        } else if written < 0 && errno != EAGAIN && errno != EINTR {
+            return .disconnected("write: \(String(cString: strerror(errno)))")
+        }
+        return nil
+    }
+
+    /// Reads what the daemon sent and dispatches each complete line; the failure that ends
+    /// the connection (the daemon closed it, a read failed, a line was not understood).
+    private func receive(into buffer: inout [UInt8], framer: inout LineFramer) -> ClientError? {
+        let count = buffer.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+        if count == 0 { return .disconnected("the daemon closed the connection") }
+        if count < 0 {
+            return errno == EAGAIN || errno == EINTR ? nil : .disconnected("read: \(String(cString: strerror(errno)))")
+        }
+        var failure: ClientError?
+        buffer.withUnsafeBytes { bytes in
+            framer.feed(UnsafeRawBufferPointer(rebasing: bytes[0..<count])) { piece in
+                guard failure == nil, case .line(let line) = piece else { return }
+                failure = dispatch(line)
+            }
+        }
+        return failure
     }
 
     /// One line from the daemon: an event goes to `events`, a response to the oldest waiter.

@@ -87,10 +87,7 @@ extension Differ {
                     newCursor.atChunkStart
                 {
                     break
-                } else if oldCursor.atChunkStart, newCursor.atChunkStart,
-                    oldCursor.currentChunk.id == newCursor.currentChunk.id,
-                    oldCursor.currentChunk.revision == newCursor.currentChunk.revision
-                {
+                } else if Self.atSharedChunk(oldCursor, newCursor) {
                     // A chunk both versions share: its items are the same, in place.
                     gap += oldCursor.currentChunk.items.count
                     oldCursor.skipChunk()
@@ -125,6 +122,13 @@ extension Differ {
                 }
             }
             return true
+        }
+
+        /// Whether both cursors stand at the start of the same chunk, unchanged since both
+        /// versions shared it.
+        private static func atSharedChunk(_ old: ItemList.Cursor, _ new: ItemList.Cursor) -> Bool {
+            old.atChunkStart && new.atChunkStart && old.currentChunk.id == new.currentChunk.id
+                && old.currentChunk.revision == new.currentChunk.revision
         }
 
         /// The touched items classified: new ones inserted, gone ones deleted, survivors updated

@@ -80,34 +80,50 @@ extension Server {
                 run(line, on: connection, as: exchange)
             }
         case .eventStream(let subscribe, let form):
-            guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
-            if let refusal = streamRefusal(subscribe, on: connection) {
-                respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
-                return needsWrite(connection)
-            }
-            connection.enqueue(
-                SharedBytes(
-                    HTTPResponse.streamingHead(
-                        status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
-            connection.transport = .eventStream
-            connection.eventForm = form
-            sendWithoutDelay(connection)
-            subscribe.withUnsafeBufferPointer { handleLine($0, from: connection) }
+            startEventStream(subscribe, form: form, for: request, corsOrigin: cors, on: connection)
         case .webSocket(let accept, let form):
-            guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
-            let head =
-                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Accept: \(accept)\r\n\r\n"
-            connection.enqueue(SharedBytes(Array(head.utf8)))
-            // Messages up to twice the line limit are read, so that a long one is answered
-            // `line_too_long` as on the socket; a longer one closes the WebSocket (1009).
-            let limit = configuration.maximumLineBytes
-            connection.transport = .webSocket(
-                WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
-            connection.eventForm = form
-            sendWithoutDelay(connection)
+            startWebSocket(accept: accept, form: form, for: request, on: connection)
         }
         needsWrite(connection)
+    }
+
+    /// Answers a request for an event stream with the stream's head, and subscribes the
+    /// connection as its `subscribe` line asks; a refusal (the token's rights) is answered as
+    /// a plain response instead.
+    private func startEventStream(
+        _ subscribe: [UInt8], form: EventForm, for request: HTTPRequest, corsOrigin cors: String?,
+        on connection: Connection
+    ) {
+        guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
+        if let refusal = streamRefusal(subscribe, on: connection) {
+            respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
+            return
+        }
+        connection.enqueue(
+            SharedBytes(
+                HTTPResponse.streamingHead(
+                    status: 200, contentType: "text/event-stream", chunked: false, corsOrigin: cors)))
+        connection.transport = .eventStream
+        connection.eventForm = form
+        sendWithoutDelay(connection)
+        subscribe.withUnsafeBufferPointer { handleLine($0, from: connection) }
+    }
+
+    /// Switches the connection to WebSocket: the 101 with its `Sec-WebSocket-Accept`, then
+    /// messages read as request lines.
+    private func startWebSocket(accept: String, form: EventForm, for request: HTTPRequest, on connection: Connection) {
+        guard connection.outstandingRequests == 0 else { return refuseSwitch(request, on: connection) }
+        let head =
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Accept: \(accept)\r\n\r\n"
+        connection.enqueue(SharedBytes(Array(head.utf8)))
+        // Messages up to twice the line limit are read, so that a long one is answered
+        // `line_too_long` as on the socket; a longer one closes the WebSocket (1009).
+        let limit = configuration.maximumLineBytes
+        connection.transport = .webSocket(
+            WebSocketCodec(maximumMessageBytes: limit > Int.max / 2 ? Int.max : 2 * limit))
+        connection.eventForm = form
+        sendWithoutDelay(connection)
     }
 
     /// Takes the credential an HTTP request presents for the connection (verified once: a
