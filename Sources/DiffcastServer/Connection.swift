@@ -8,7 +8,7 @@ import DiffcastWire
 /// One client stream on the loop thread: frames requests in, sends responses in request order,
 /// and queues outbound bytes, framed for its transport. It knows nothing of collections;
 /// `Server` decides what to send.
-final class Connection: TurnTaking, Identifiable {
+final class Connection: WriteScheduled, Identifiable {
     let id: ConnectionID
     /// A `uv_pipe_t` or `uv_tcp_t`, allocated and zeroed by us, freed in its close callback.
     let handle: UnsafeMutableRawPointer
@@ -34,8 +34,8 @@ final class Connection: TurnTaking, Identifiable {
     var peerAddress = ""
     /// The client behind a trusted proxy, from the last HTTP request's `X-Forwarded-For`.
     var forwardedFor: String?
-    /// Its place in the server's `WriteTurns`, while it waits there.
-    var turnPlace: Int?
+    /// Where it stands in the server's `WriteSchedule`.
+    var scheduled = WriteScheduleEntry()
 
     private(set) var nextSlot: UInt64 = 0
     private var nextSlotToSend: UInt64 = 0
@@ -44,10 +44,6 @@ final class Connection: TurnTaking, Identifiable {
     var failedAuthentications = 0
     /// What is queued to go out and the write in progress.
     var pending = PendingWrites()
-    /// Whether the connection is in the loop's list of connections to write (`Server.dirty`).
-    var isDirty = false
-    /// Whether the connection waits in the loop's list of lingering streams (`Server.lingering`).
-    var isLingering = false
     private(set) var phase = Phase.reading
 
     /// Where it arrived: how it is read, and who it may be.

@@ -3,7 +3,7 @@ import DiffcastEngine
 /// A connection's bytes on their way out: the buffers queued and not yet handed to a write, the
 /// one write in progress (the loop's `send` or `uv_write`, or a writer thread's `writev`), and
 /// what the two add up to, which the connection's water marks measure. One value, so that every
-/// route out of `Server.flushDirty` changes the same state the same way, and so that it is tested
+/// route out of `Server.flushMarked` changes the same state the same way, and so that it is tested
 /// without a socket (`PendingWritesTests`). Changed on the loop thread only: a writer thread is
 /// handed buffers already taken (`take`), and the loop is told what the kernel took.
 struct PendingWrites {

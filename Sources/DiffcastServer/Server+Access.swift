@@ -277,7 +277,7 @@ extension Server {
             _ = setCredential(.anonymous, on: connection, reason: "the token for \(token.holderName) expired")
             expired = true
         }
-        if expired { flushDirty() }
+        if expired { flushMarked() }
     }
 
     /// After a reload: every token is verified again (its key may be gone, the audience may have
@@ -311,7 +311,7 @@ extension Server {
                 endUncoveredSubscriptions(of: connection, because: "the anonymous rights changed")
             }
         }
-        flushDirty()
+        flushMarked()
     }
 }
 

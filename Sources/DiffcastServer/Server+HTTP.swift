@@ -219,6 +219,6 @@ extension Server {
             connection.enqueue(SharedBytes(ServerSentEvents.heartbeat))
             needsWrite(connection)
         }
-        flushDirty()
+        flushMarked()
     }
 }

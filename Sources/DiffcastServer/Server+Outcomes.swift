@@ -17,7 +17,7 @@ extension Server {
             deliver(outcome)
         }
         submitPendingJobs()
-        flushDirty()
+        flushMarked()
     }
 
     /// Delivers one outcome: the fan-out sends answers and events; `list` and `stats` are

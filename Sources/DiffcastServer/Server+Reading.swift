@@ -41,7 +41,7 @@ extension Server {
             connection.enqueue(SharedBytes(WireEncoder.disconnectEvent(code: error.code, message: error.message)))
             connection.finish()
             needsWrite(connection)
-            flushDirty()
+            flushMarked()
             return
         }
         startReading(connection)
@@ -126,7 +126,7 @@ extension Server {
         }
         needsWrite(connection)
         submitPendingJobs()
-        flushDirty()
+        flushMarked()
         pauseReadingIfFlooded(connection)
     }
 
@@ -270,8 +270,7 @@ extension Server {
         if let subject = connection.holder.subject { releaseSubject(subject) }
         tokenHolders.remove(connection.id)
         fanOut.removeSubscriptions(of: connection)
-        connection.isLingering = false
-        turns.remove(connection)
+        schedule.stopWaiting(connection)
         LoopHandles.close(connection.handle)
     }
 

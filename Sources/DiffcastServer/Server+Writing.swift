@@ -11,32 +11,29 @@ import Logging
 extension Server {
     // MARK: - Writing
 
-    /// Writes what the dirty connections queued: answers at once; a stream's events after the
+    /// Writes what the marked connections queued: answers at once; a stream's events after the
     /// linger; a subscriber's events in its turn (`writeTurns`).
-    func flushDirty() {
+    func flushMarked() {
         repeat {
-            swap(&dirty, &flushing)
+            schedule.takeMarked(into: &flushing)
             for connection in flushing {
-                connection.isDirty = false
-                guard !connection.isClosing else { continue }
-                if mayLinger(connection) {
-                    if !connection.isLingering {
-                        connection.isLingering = true
-                        lingering.append(connection)
-                    }
+                if connection.isClosing {
+                    schedule.skip(connection)
+                } else if mayLinger(connection) {
+                    schedule.linger(connection)
                 } else if mayWaitItsTurn(connection) {
-                    turns.enqueue(connection)
+                    schedule.waitTurn(connection)
                 } else {
-                    turns.remove(connection)
+                    schedule.writeNow(connection)
                     write(connection)
                 }
             }
             flushing.removeAll(keepingCapacity: true)
             // Connections that drained may have asked for catch-ups.
             submitPendingJobs()
-        } while !dirty.isEmpty
-        if !lingering.isEmpty { armLingerTimer() }
-        if !turns.isEmpty { startTurns() }
+        } while schedule.hasMarked
+        if schedule.lingeringCount > 0 { armLingerTimer() }
+        if schedule.turnsWaiting > 0 { startTurns() }
     }
 
     /// Writes what a connection queued, then lets it read again or finish.
@@ -79,34 +76,36 @@ extension Server {
     /// the writer threads' help when there are any; called once per loop iteration while any
     /// wait.
     func writeTurns() {
-        var budget = max(Self.leastWritesPerIteration, turns.count / Self.iterationsPerPass)
+        var budget = max(Self.leastWritesPerIteration, schedule.turnsWaiting / Self.iterationsPerPass)
         // The slice is as many as wait, up to the budget.
-        if let writerThreads, writerThreads.hasHelpers, min(budget, turns.count) >= Self.leastParallelWrites {
+        if let writerThreads, writerThreads.hasHelpers,
+            min(budget, schedule.turnsWaiting) >= Self.leastParallelWrites
+        {
             var slice: [Connection] = []
-            while budget > 0, let connection = turns.next() {
+            while budget > 0, let connection = schedule.nextTurn() {
                 slice.append(connection)
                 budget -= 1
             }
             write(slice, sharedWith: writerThreads)
         } else {
-            while budget > 0, let connection = turns.next() {
+            while budget > 0, let connection = schedule.nextTurn() {
                 write(connection)
                 budget -= 1
             }
         }
-        if turns.isEmpty, let turnHandle { uv_idle_stop(turnHandle) }
+        if schedule.turnsWaiting == 0, let turnHandle { uv_idle_stop(turnHandle) }
         submitPendingJobs()
-        flushDirty()
+        flushMarked()
     }
 
     /// Writes every connection in line, now.
     func writeAllTurns() {
-        while let connection = turns.next() {
+        while let connection = schedule.nextTurn() {
             write(connection)
         }
         if let turnHandle { uv_idle_stop(turnHandle) }
         submitPendingJobs()
-        flushDirty()
+        flushMarked()
     }
 
     /// Writes a slice of connections with the writer threads' help: one vectored write each,
@@ -199,12 +198,10 @@ extension Server {
     /// kernel took every write whole.
     func flushLingering() {
         let start = uv_hrtime()
-        let streams = lingering
-        lingering.removeAll(keepingCapacity: true)
+        let streams = schedule.takeLingering()
         var wroteWhole = true
         var (written, bytes) = (0, 0)
-        for connection in streams where connection.isLingering {
-            connection.isLingering = false
+        for connection in streams {
             written += 1
             bytes += connection.pending.queuedBytes
             write(connection)
@@ -214,7 +211,7 @@ extension Server {
             nanoseconds: uv_hrtime() &- start, bytesPerStream: written == 0 ? 0 : bytes / written,
             wroteWhole: wroteWhole)
         submitPendingJobs()
-        flushDirty()
+        flushMarked()
     }
 
     /// Writes everything queued, unless a write is already in flight (its completion starts

@@ -9,7 +9,10 @@ import Glibc
 import Logging
 
 /// The daemon on its loop thread: accepts clients, parses their lines, hands requests to the
-/// apply queue, and fans the outcomes out to subscribers. Every socket belongs to this thread.
+/// apply queue, and fans the outcomes out to subscribers. Every socket belongs to this thread,
+/// which reads, writes and closes it; the one exception is `WriterThreads`, whose helpers
+/// `writev` to the sockets of one slice of turns while this thread waits for them, so that no
+/// socket is ever touched by two threads at once.
 public final class Server {
     var configuration: ServerConfiguration
     /// Called on SIGHUP: the configuration to apply now, or nil to keep the current one (the
@@ -29,19 +32,15 @@ public final class Server {
         policy: FanOut.Policy(configuration), host: self, logger: logger)
     var lastConnectionID: ConnectionID = 0
     var pendingJobs: [Job] = []
-    /// Connections with something new to write (`flushDirty`).
-    var dirty: [Connection] = []
-    /// The list `flushDirty` goes through while new connections are marked dirty in `dirty`.
+    /// The connections with something to write, and when each goes out: now, after the
+    /// linger, or in its turn (`flushMarked`).
+    var schedule = WriteSchedule<Connection>()
+    /// The marked connections `flushMarked` decides, while new ones are marked in `schedule`.
     var flushing: [Connection] = []
-    /// Event streams whose new events wait for the linger timer (`flushLingering`), each once
-    /// (`Connection.isLingering`; one that closed meanwhile is skipped).
-    var lingering: [Connection] = []
-    /// Subscribers whose new events wait for their turn (`writeTurns`).
-    var turns = WriteTurns<Connection>()
-    /// Active while `turns` is not empty: the loop then polls without blocking and writes the
-    /// next slice of turns on each iteration.
+    /// Active while turns wait: the loop then polls without blocking and writes the next slice
+    /// of turns on each iteration.
     var turnHandle: UnsafeMutablePointer<uv_idle_t>?
-    /// Armed while `lingering` is not empty; nil when streams do not linger.
+    /// Armed while streams linger; nil when streams do not linger.
     var lingerTimer: UnsafeMutablePointer<uv_timer_t>?
     /// How long the last `flushLingering` took to write its streams, how much it wrote each and
     /// whether the kernel took every write whole: the next linger follows them
@@ -286,9 +285,7 @@ extension Server: FanOutHost {
     func submit(_ job: Job) { pendingJobs.append(job) }
 
     func needsWrite(_ connection: Connection) {
-        guard !connection.isDirty else { return }
-        connection.isDirty = true
-        dirty.append(connection)
+        schedule.mark(connection)
     }
 }
 
