@@ -9,6 +9,11 @@ import PackageDescription
 // the client library stays usable as a versioned dependency.
 let daemonHotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
+// Debug builds, which the tests and the fuzz targets run, check the invariants of the types that
+// hold unsafe memory or counts the hot path trusts (their `checkInvariants()`, and the bounds of
+// `ItemBuffer.Pinned`), after every change; release builds leave the checks out.
+let internalChecks: SwiftSetting = .define("DIFFCAST_INTERNAL_CHECKS", .when(configuration: .debug))
+
 let package = Package(
     name: "Diffcast",
     products: [
@@ -57,7 +62,7 @@ let package = Package(
         .target(name: "CBuildInfo"),
         // A cache prefetch hint, which Swift has no spelling for: the full diff's table lookups.
         .systemLibrary(name: "CPrefetch"),
-        .target(name: "DiffcastCore", dependencies: ["CPrefetch"]),
+        .target(name: "DiffcastCore", dependencies: ["CPrefetch"], swiftSettings: [internalChecks]),
         .target(name: "DiffcastWire", dependencies: ["DiffcastCore"]),
         // HTTP/1.1, Server-Sent Events and WebSocket framing, the routes of the HTTP API, and the
         // page and script it serves: codecs without sockets, which the server's connections use.
@@ -97,7 +102,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            swiftSettings: daemonHotPath
+            swiftSettings: daemonHotPath + [internalChecks]
         ),
         // Daemons sharing collections through NATS JetStream (--backbone): the shared log, leases,
         // forwarding to owners.

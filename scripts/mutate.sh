@@ -53,7 +53,7 @@ shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|     
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 decimal-digits-one-short|Sources/DiffcastWire/JSONOutput.swift|        while digits < 20 && value >= power {|        while digits < 20 && value > power {|DiffcastWireTests
 escape-hex-digits-swapped|Sources/DiffcastWire/JSONOutput.swift|            write(byte: hex.utf8Start[Int(byte >> 4)])|            write(byte: hex.utf8Start[Int(byte & 0x0f)])|DiffcastWireTests
-shared-items-run-too-long|Sources/DiffcastCore/ItemList+Cursors.swift|                    return run\n|                    return run > 0 ? limit : 0\n|DiffcastCoreTests
+shared-items-run-too-long|Sources/DiffcastCore/ItemBuffer.swift|                return run\n|                return run > 0 ? limit : 0\n|ItemBufferTests|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests
 digest-prefix-outlives-change|Sources/DiffcastCore/ItemList.swift|        currentPrefixes = Swift.min(currentPrefixes, index)|        _ = index|DiffcastCoreTests
 shared-chunks-ignore-revision|Sources/DiffcastCore/ItemList.swift|            chunks[index].id == other.chunks[otherIndex].id\n                && chunks[index].revision == other.chunks[otherIndex].revision|            chunks[index].id == other.chunks[otherIndex].id|DiffcastCoreTests
@@ -86,7 +86,7 @@ directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|        
 table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
 lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
 fast-path-deletions-dropped|Sources/DiffcastCore/Differ+UntouchedItems.swift|            changes.deleted = oldPlaces.map { .init(at: $0.value.path, id: $0.key) }|            changes.deleted = []|DiffcastCoreTests
-full-diff-data-unseen|Sources/DiffcastCore/Differ.swift|{ item(place).pointee.hasSameData(as: other) }|{ Bool(true) }|DiffcastCoreTests
+full-diff-data-unseen|Sources/DiffcastCore/Differ.swift|.items.hasSameData(at: place & Self.offsetMask, as: other)|.items.identifier(at: place & Self.offsetMask, equals: other.id)|DiffcastCoreTests
 table-position-cut-to-32-bits|Sources/DiffcastCore/IdentifierTable.swift|UInt64(position + 1)|UInt64(UInt32(truncatingIfNeeded: position + 1))|IdentifierTableTests
 table-hash-bits-ignored|Sources/DiffcastCore/IdentifierTable.swift|            if (slot & ~Self.positionMask) == (hash & ~Self.positionMask) {\n                let position|            if Bool(true) {\n                let position|IdentifierTableTests
 old-place-offset-lost|Sources/DiffcastCore/Differ.swift|            return ItemPath(chunk.section, chunk.start + (place & Self.offsetMask))|            return ItemPath(chunk.section, chunk.start)|DiffcastCoreTests

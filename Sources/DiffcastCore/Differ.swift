@@ -245,15 +245,14 @@ public enum Differ {
     /// its path (a table from ranks to chunks would cost a second cache miss per lookup); and
     /// numbered by its rank, 0..<count in order, for the caller's tables.
     private struct OldItems {
-        /// A chunk of an old section: the section, the position of its first item, the address
-        /// of that item, the offsets of the items the diff matches and the rank of the first.
-        /// The address stays valid while the snapshot does (a `ManagedBuffer`'s elements never
-        /// move), and the diff borrows the old snapshot throughout. Reading an item through
-        /// `base` retains nothing, where each read through the buffer would retain it.
+        /// A chunk of an old section: the section, the position of its first item, its items
+        /// pinned (valid while the snapshot is, which the diff borrows throughout; reading an
+        /// item through them retains nothing), the offsets of the items the diff matches and
+        /// the rank of the first.
         private struct Chunk {
             var section: Int
             var start: Int
-            var base: UnsafePointer<Item>
+            var items: ItemBuffer.Pinned
             var offsets: Range<Int>
             var firstRank: Int
         }
@@ -275,12 +274,11 @@ public enum Differ {
                 var (chunk, offset) = list.locate(middle.lowerBound)
                 var position = middle.lowerBound
                 while position < middle.upperBound {
-                    let items = list.chunks[chunk].items
-                    guard let base = items.withUnsafeBufferPointer(\.baseAddress) else { break }
+                    let items = list.chunks[chunk].items.pinned
                     let end = min(items.count, offset + middle.upperBound - position)
                     chunks.append(
                         Chunk(
-                            section: sectionIndex, start: position - offset, base: base, offsets: offset..<end,
+                            section: sectionIndex, start: position - offset, items: items, offsets: offset..<end,
                             firstRank: count))
                     count += end - offset
                     position += end - offset
@@ -293,15 +291,8 @@ public enum Differ {
         /// Calls `body` with the items of each chunk in order, and the place of the first.
         func forEachRun(_ body: (_ firstPlace: Int, _ items: UnsafeBufferPointer<Item>) -> Void) {
             for (ordinal, chunk) in chunks.enumerated() {
-                let first = chunk.offsets.lowerBound
-                body(
-                    (ordinal << Self.offsetBits) | first,
-                    UnsafeBufferPointer(start: chunk.base + first, count: chunk.offsets.count))
+                body((ordinal << Self.offsetBits) | chunk.offsets.lowerBound, chunk.items.items(chunk.offsets))
             }
-        }
-
-        private func item(_ place: Int) -> UnsafePointer<Item> {
-            chunks[place >> Self.offsetBits].base + (place & Self.offsetMask)
         }
 
         func rank(_ place: Int) -> Int {
@@ -309,10 +300,14 @@ public enum Differ {
             return chunk.firstRank + (place & Self.offsetMask) - chunk.offsets.lowerBound
         }
 
-        func identifier(_ place: Int, equals id: Identifier) -> Bool { item(place).pointee.id == id }
+        func identifier(_ place: Int, equals id: Identifier) -> Bool {
+            chunks[place >> Self.offsetBits].items.identifier(at: place & Self.offsetMask, equals: id)
+        }
 
         /// Whether the item at `place` holds the data of `other` (an item with its identifier).
-        func hasSameData(_ place: Int, as other: Item) -> Bool { item(place).pointee.hasSameData(as: other) }
+        func hasSameData(_ place: Int, as other: Item) -> Bool {
+            chunks[place >> Self.offsetBits].items.hasSameData(at: place & Self.offsetMask, as: other)
+        }
 
         func path(_ place: Int) -> ItemPath {
             let chunk = chunks[place >> Self.offsetBits]

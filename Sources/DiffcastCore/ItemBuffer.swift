@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The items of one chunk: a copy-on-write array whose storage the versions of a growing chunk
 /// share. Every published version keeps a snapshot, so with a plain `Array` the next append to
 /// the last chunk of a feed would copy all of that chunk's items (and release them again when
@@ -90,6 +94,17 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         try storage.withUnsafeMutablePointerToElements { try body(UnsafeBufferPointer(start: $0, count: count)) }
     }
 
+    /// What every value keeps true between calls: it reads only items its storage has
+    /// initialized, and the storage never holds more than its room. Checked after every change
+    /// in debug builds (`DIFFCAST_INTERNAL_CHECKS`).
+    private func checkInvariants() {
+        #if DIFFCAST_INTERNAL_CHECKS
+            let header = self.header
+            precondition(count >= 0 && count <= header.filled, "an item buffer reads past what is initialized")
+            precondition(header.filled <= header.capacity, "an item buffer holds more than its room")
+        #endif
+    }
+
     /// The storage's header, read through its pointer: `ManagedBuffer.header` is a class
     /// property, and every read of it pays a dynamic exclusivity check.
     private var header: Header { storage.withUnsafeMutablePointerToHeader { $0.pointee } }
@@ -131,6 +146,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
             header.pointee.filled = count + added
         }
         storedCount += Int32(truncatingIfNeeded: added)
+        checkInvariants()
     }
 
     mutating func insert(contentsOf newItems: some Collection<Item>, at position: Int) {
@@ -144,6 +160,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
             header.pointee.filled = count + added
         }
         storedCount += Int32(truncatingIfNeeded: added)
+        checkInvariants()
     }
 
     @discardableResult
@@ -157,6 +174,7 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
             return removed
         }
         storedCount -= 1
+        checkInvariants()
         return removed
     }
 
@@ -164,5 +182,84 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         let kept = filter { !shouldRemove($0) }
         guard kept.count < count else { return }
         self = ItemBuffer(kept)
+    }
+}
+
+/// Reading items in place, without a copy of each (a copy retains an item's identifier and
+/// data). The pointers into an item buffer's storage are made here and nowhere else in the
+/// module: what keeps them valid is a property of the storage (`ManagedBuffer` elements never
+/// move; the items below a value's count are never written while the storage is shared).
+extension ItemBuffer {
+    /// A buffer's items as the diff reads them, held past one closure: a full diff keeps the
+    /// places of a million old items in a table and reads them as lookups land. Valid while a
+    /// value of the buffer it came from lives; the diff borrows the old snapshot for as long
+    /// as it uses its pinned chunks.
+    struct Pinned {
+        private let base: UnsafePointer<Item>
+        let count: Int
+
+        fileprivate init(base: UnsafePointer<Item>, count: Int) {
+            self.base = base
+            self.count = count
+        }
+
+        /// The items in `offsets`, as a buffer the caller walks.
+        func items(_ offsets: Range<Int>) -> UnsafeBufferPointer<Item> {
+            #if DIFFCAST_INTERNAL_CHECKS
+                precondition(offsets.lowerBound >= 0 && offsets.upperBound <= count, "pinned items out of range")
+            #endif
+            return UnsafeBufferPointer(start: base + offsets.lowerBound, count: offsets.count)
+        }
+
+        /// Whether the item at `offset` has the identifier `id`.
+        func identifier(at offset: Int, equals id: Identifier) -> Bool {
+            item(offset).pointee.id == id
+        }
+
+        /// Whether the item at `offset` holds the data of `other`.
+        func hasSameData(at offset: Int, as other: Item) -> Bool {
+            item(offset).pointee.hasSameData(as: other)
+        }
+
+        private func item(_ offset: Int) -> UnsafePointer<Item> {
+            #if DIFFCAST_INTERNAL_CHECKS
+                precondition(offset >= 0 && offset < count, "pinned item out of range")
+            #endif
+            return base + offset
+        }
+    }
+
+    /// The items pinned for a diff.
+    var pinned: Pinned {
+        storage.withUnsafeMutablePointerToElements { Pinned(base: UnsafePointer($0), count: count) }
+    }
+
+    /// How many items from `offset` on are the same bit for bit as those of `other` from
+    /// `otherOffset` on (the same stored identifier and data, so equal), up to the end of
+    /// either. A chunk copied when a write changed it shares its other items with the old one,
+    /// and this finds them with memcmp instead of comparing identifiers and data one by one.
+    func identicalItems(from offset: Int, as other: ItemBuffer, from otherOffset: Int) -> Int {
+        let limit = Swift.min(count - offset, other.count - otherOffset)
+        guard limit > 0 else { return 0 }
+        return storage.withUnsafeMutablePointerToElements { mine in
+            other.storage.withUnsafeMutablePointerToElements { theirs in
+                let stride = MemoryLayout<Item>.stride
+                let myStart = UnsafeRawPointer(mine + offset)
+                let theirStart = UnsafeRawPointer(theirs + otherOffset)
+                // Most often the whole rest is shared (items appended to the chunk): the same
+                // storage, or else one memcmp. Padding bytes could differ between equal items;
+                // then the walk below decides.
+                if myStart == theirStart || memcmp(myStart, theirStart, limit * stride) == 0 {
+                    return limit
+                }
+                var run = 0
+                while run < limit,
+                    memcmp(myStart + run * stride, theirStart + run * stride, MemoryLayout<Item>.size) == 0
+                {
+                    run += 1
+                }
+                return run
+            }
+        }
     }
 }

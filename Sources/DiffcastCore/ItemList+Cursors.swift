@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Cursors that walk two versions of a list side by side, forwards and backwards, and tell
 /// when they stand at the start of a chunk both versions still share, so the differ can skip it.
 extension ItemList {
@@ -65,39 +61,11 @@ extension ItemList {
         }
 
         /// How many items from each cursor on, within both their chunks, are the same bit for
-        /// bit: the same stored identifier and data, so equal. A chunk copied when a write
-        /// changed it shares its other items with the old one, and this finds them with memcmp
-        /// instead of comparing identifiers and data one by one. Zero at the end of a list.
+        /// bit (`ItemBuffer.identicalItems`). Zero at the end of a list.
         static func identicalRun(_ old: Cursor, _ new: Cursor) -> Int {
             guard !old.atEnd, !new.atEnd else { return 0 }
-            let oldItems = old.list.chunks[old.chunk].items
-            let newItems = new.list.chunks[new.chunk].items
-            let limit = Swift.min(oldItems.count - old.offset, newItems.count - new.offset)
-            return oldItems.withUnsafeBufferPointer { oldBuffer in
-                newItems.withUnsafeBufferPointer { newBuffer in
-                    guard let oldBase = UnsafeRawPointer(oldBuffer.baseAddress),
-                        let newBase = UnsafeRawPointer(newBuffer.baseAddress)
-                    else { return 0 }
-                    let stride = MemoryLayout<Item>.stride
-                    let oldStart = oldBase + old.offset * stride
-                    let newStart = newBase + new.offset * stride
-                    // Most often the whole rest is shared (items appended to the chunk): the
-                    // same storage (`ItemBuffer`), or else one memcmp. Padding bytes could
-                    // differ between equal items; then the walk below decides.
-                    if oldStart == newStart || memcmp(oldStart, newStart, limit * stride) == 0 {
-                        return limit
-                    }
-                    var run = 0
-                    while run < limit,
-                        memcmp(
-                            oldBase + (old.offset + run) * stride, newBase + (new.offset + run) * stride,
-                            MemoryLayout<Item>.size) == 0
-                    {
-                        run += 1
-                    }
-                    return run
-                }
-            }
+            return old.list.chunks[old.chunk].items.identicalItems(
+                from: old.offset, as: new.list.chunks[new.chunk].items, from: new.offset)
         }
 
         mutating func skipChunk() {

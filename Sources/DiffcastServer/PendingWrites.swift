@@ -29,6 +29,7 @@ struct PendingWrites {
 
     /// Queues `bytes` behind what is queued; `isAnswer` when a client waits for them.
     mutating func append(_ bytes: SharedBytes, isAnswer: Bool = false) {
+        defer { checkInvariants() }
         buffers.append(bytes)
         queuedBytes += bytes.count
         if isAnswer { holdsAnswer = true }
@@ -43,6 +44,7 @@ struct PendingWrites {
     /// Forgets the first `count` queued buffers, `bytes` in all, which the kernel took whole
     /// (a write that finished at once, without becoming the write in progress).
     mutating func dropWritten(_ count: Int, bytes: Int) {
+        defer { checkInvariants() }
         if count == buffers.count {
             if buffers.capacity > Self.keptCapacity {
                 buffers = []
@@ -58,6 +60,7 @@ struct PendingWrites {
 
     /// Takes up to `limit` queued buffers as the write in progress.
     mutating func take(limit: Int) -> [SharedBytes] {
+        defer { checkInvariants() }
         let taken: [SharedBytes]
         if buffers.count <= limit {
             taken = buffers
@@ -76,19 +79,34 @@ struct PendingWrites {
 
     /// The kernel took `bytes` of the write in progress; the rest is still being written.
     mutating func sent(bytes: Int) {
+        defer { checkInvariants() }
         bytesInFlight -= bytes
     }
 
     /// The write in progress is over, its last `bytes` taken by the kernel (or given up when the
     /// connection failed).
     mutating func writeFinished(bytes: Int) {
+        defer { checkInvariants() }
         bytesInFlight -= bytes
         isWriting = false
+    }
+
+    /// What the counts promise between calls, checked after every change in debug builds
+    /// (`DIFFCAST_INTERNAL_CHECKS`): no count below zero, nothing queued when no buffer is,
+    /// nothing in flight when no write is, and an answer only among queued buffers.
+    private func checkInvariants() {
+        #if DIFFCAST_INTERNAL_CHECKS
+            precondition(queuedBytes >= 0 && bytesInFlight >= 0, "pending writes counted below zero")
+            precondition(!buffers.isEmpty || queuedBytes == 0, "pending bytes counted with no buffer queued")
+            precondition(isWriting || bytesInFlight == 0, "bytes in flight with no write in progress")
+            precondition(!holdsAnswer || !buffers.isEmpty, "an answer held with no buffer queued")
+        #endif
     }
 
     /// Forgets what is queued and not yet part of a write (a slow subscriber's events, when a
     /// catch-up replaces them; everything, when the connection closes).
     mutating func discardQueued() {
+        defer { checkInvariants() }
         buffers = []
         queuedBytes = 0
         holdsAnswer = false

@@ -67,6 +67,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
 
     /// Marks a connection that queued bytes, unless it is marked already.
     mutating func mark(_ writer: Writer) {
+        defer { checkInvariants() }
         guard !writer.scheduled.isMarked else { return }
         writer.scheduled.isMarked = true
         marked.append(writer)
@@ -81,17 +82,20 @@ struct WriteSchedule<Writer: WriteScheduled> {
 
     /// The flush skips a marked connection (it is closing): it is unmarked, and waits as before.
     mutating func skip(_ writer: Writer) {
+        defer { checkInvariants() }
         writer.scheduled.isMarked = false
     }
 
     /// The flush writes the connection now: it is unmarked, and waits for nothing any more.
     mutating func writeNow(_ writer: Writer) {
+        defer { checkInvariants() }
         writer.scheduled.isMarked = false
         stopWaiting(writer)
     }
 
     /// The flush lets the connection linger, unless it lingers already.
     mutating func linger(_ writer: Writer) {
+        defer { checkInvariants() }
         writer.scheduled.isMarked = false
         if case .linger = writer.scheduled.wait { return }
         stopWaiting(writer)
@@ -103,6 +107,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
     /// The flush lets the connection wait for its turn, at the back of the line unless it waits
     /// there already.
     mutating func waitTurn(_ writer: Writer) {
+        defer { checkInvariants() }
         writer.scheduled.isMarked = false
         if case .turn = writer.scheduled.wait { return }
         stopWaiting(writer)
@@ -114,6 +119,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
     /// Takes the connection out of whatever it waits for (it is written now, or gone). Its entry
     /// stays in its list and is skipped there.
     mutating func stopWaiting(_ writer: Writer) {
+        defer { checkInvariants() }
         switch writer.scheduled.wait {
         case .none: return
         case .linger: lingeringCount -= 1
@@ -122,11 +128,23 @@ struct WriteSchedule<Writer: WriteScheduled> {
         writer.scheduled.wait = .none
     }
 
+    /// What the counts promise between calls, checked in debug builds
+    /// (`DIFFCAST_INTERNAL_CHECKS`): each counts at most the entries of its list, never less
+    /// than none.
+    private func checkInvariants() {
+        #if DIFFCAST_INTERNAL_CHECKS
+            precondition(head <= order.count, "the next turn is past the line")
+            precondition(turnsWaiting >= 0 && turnsWaiting <= order.count - head, "turns miscounted")
+            precondition(lingeringCount >= 0 && lingeringCount <= lingering.count, "lingering streams miscounted")
+        #endif
+    }
+
     // MARK: - Lingering
 
     /// Ends the linger: the connections that were lingering, in the order they began, each
     /// waiting for nothing any more.
     mutating func takeLingering() -> [Writer] {
+        defer { checkInvariants() }
         var streams: [Writer] = []
         streams.reserveCapacity(lingeringCount)
         for (place, writer) in lingering.enumerated() where writer.scheduled.wait == .linger(place: place) {
@@ -142,6 +160,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
 
     /// The connection whose turn it is, taken out of the line.
     mutating func nextTurn() -> Writer? {
+        defer { checkInvariants() }
         while head < order.count {
             let writer = order[head]
             let place = dropped + head

@@ -4,6 +4,47 @@ import Testing
 @testable import DiffcastCore
 
 @Suite struct ItemBufferTests {
+    /// Debug builds, which the tests run, check the bounds of pinned items: a read past them
+    /// stops the process instead of reading another chunk's memory.
+    @Test func aPinnedReadPastTheItemsStopsADebugBuild() async {
+        await #expect(processExitsWith: .failure) {
+            let buffer = ItemBuffer((0..<3).map { Item(id: "s\($0)") })
+            _ = buffer.pinned.items(1..<4)
+        }
+        await #expect(processExitsWith: .failure) {
+            let buffer = ItemBuffer((0..<3).map { Item(id: "s\($0)") })
+            _ = buffer.pinned.identifier(at: 3, equals: "s3")
+        }
+    }
+
+    @Test func pinnedItemsAreTheBuffersInPlace() {
+        let buffer = ItemBuffer((0..<4).map { Item(id: "s\($0)", data: JSONText(canonical: "\($0)")) })
+        let pinned = buffer.pinned
+        #expect(pinned.count == 4)
+        #expect(pinned.items(1..<3).map(\.id) == ["s1", "s2"])
+        #expect(pinned.identifier(at: 2, equals: "s2") && !pinned.identifier(at: 2, equals: "s1"))
+        #expect(pinned.hasSameData(at: 3, as: Item(id: "s3", data: JSONText(canonical: "3"))))
+        #expect(!pinned.hasSameData(at: 3, as: Item(id: "s3", data: JSONText(canonical: "4"))))
+        #expect(ItemBuffer([]).pinned.count == 0)
+    }
+
+    /// The identical run, against comparing item by item: shared storage, a copy, a copy with
+    /// one item changed, and offsets that end at either buffer's end.
+    @Test func identicalItemsAreTheRunOfEqualItems() {
+        let items = (0..<6).map { Item(id: "s\($0)", data: JSONText(canonical: "\($0)")) }
+        let buffer = ItemBuffer(items)
+        var changed = buffer
+        changed[3] = Item(id: "s3", data: JSONText(canonical: "changed"))
+        let copy = ItemBuffer(items)
+        #expect(buffer.identicalItems(from: 0, as: buffer, from: 0) == 6)
+        #expect(buffer.identicalItems(from: 0, as: copy, from: 0) == 6)
+        #expect(buffer.identicalItems(from: 0, as: changed, from: 0) == 3)
+        #expect(buffer.identicalItems(from: 4, as: changed, from: 4) == 2)
+        #expect(buffer.identicalItems(from: 1, as: copy, from: 0) == 0)
+        #expect(buffer.identicalItems(from: 6, as: copy, from: 0) == 0)
+        #expect(buffer.identicalItems(from: 2, as: copy, from: 2) == 4)
+    }
+
     /// Values copied from one another (as versions of a chunk are) and then changed in every
     /// way a chunk is changed, in random order: each must hold exactly what a plain array given
     /// the same operations holds, whatever the others did to the storage they share.

@@ -15,6 +15,15 @@ import Testing
         var queuedBytes: Int { queued.reduce(0) { $0 + $1.bytes.count } }
     }
 
+    /// Debug builds check the counts after every change: a write finished that was never
+    /// started (bytes in flight below zero) stops the process.
+    @Test func aMiscountStopsADebugBuild() async {
+        await #expect(processExitsWith: .failure) {
+            var pending = PendingWrites()
+            pending.writeFinished(bytes: 1)
+        }
+    }
+
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func randomWritesKeepEveryByteCountedAndInOrder(seed: UInt64) {
         var rng = SplitMix64(seed: seed)

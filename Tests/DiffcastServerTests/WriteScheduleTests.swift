@@ -35,6 +35,18 @@ import Testing
         }
     }
 
+    /// Debug builds check the counts after every change: a connection that claims a turn it was
+    /// never given (its entry forged) stops the process when it stops waiting.
+    @Test func aMiscountStopsADebugBuild() async {
+        await #expect(processExitsWith: .failure) {
+            let writer = Writer(0)
+            var schedule = WriteSchedule<Writer>()
+            var forged = WriteSchedule<Writer>()
+            forged.waitTurn(writer)
+            schedule.stopWaiting(writer)
+        }
+    }
+
     @Test func aConnectionWaitsInOnePlaceAndTurnsComeInOrder() {
         let writer = Self.writers(4)
         var schedule = WriteSchedule<Writer>()
