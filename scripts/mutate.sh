@@ -201,15 +201,27 @@ all_node=$(echo "$mutants" | cut -d'|' -f5- | node_suites)
 [ -z "$all_filters" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel \
   --filter "$all_filters" >>"$scratch/baseline.log" 2>&1) \
   || { echo "the unmutated copy fails its suites (see $scratch/baseline.log)"; exit 1; }
+# A mutant can make a suite wait forever (a client blocked on a daemon that died): each suite
+# run gets MUTANT_TIMEOUT seconds (15 minutes by default), and one it stops counts as a kill,
+# named "a hang" in the result.
+limit=${MUTANT_TIMEOUT:-900}
+limited() {
+  local status=0
+  timeout --kill-after=30 "$limit" "$@" || status=$?
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "mutate.sh: the suite hung and was stopped after $limit s"
+  fi
+  return "$status"
+}
 # Each Python suite runs in a pytest of its own: their conftest modules share one name.
 run_python() {
   local suite
   for suite in "$@"; do
-    (cd "$scratch/src" && python3 -m pytest -q -x -p no:cacheprovider "$suite") || return 1
+    (cd "$scratch/src" && limited python3 -m pytest -q -x -p no:cacheprovider "$suite") || return 1
   done
 }
 run_node() {
-  [ $# -eq 0 ] || (cd "$scratch/src" && node --test "$@")
+  [ $# -eq 0 ] || (cd "$scratch/src" && limited node --test "$@")
 }
 # shellcheck disable=SC2086
 run_python $all_python >>"$scratch/baseline.log" 2>&1 \
@@ -256,13 +268,14 @@ PY
   if ! (cd "$scratch/src" && swift build --build-tests --scratch-path "$build" >"$log" 2>&1); then
     printf '%-32s %s\n' "$name" "killed by the compiler (see $log)"
     killed=$((killed + 1))
-  elif { [ -z "$filter" ] || (cd "$scratch/src" && swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); } \
+  elif { [ -z "$filter" ] || (cd "$scratch/src" && limited swift test --skip-build --scratch-path "$build" --no-parallel --filter "$filter" >>"$log" 2>&1); } \
     && run_python $suites >>"$log" 2>&1 && run_node $node_files >>"$log" 2>&1; then
     printf '%-32s %s\n' "$name" "SURVIVED ($filter)"
     survived=$((survived + 1))
   else
     # A crash leaves no "✘ Test" line: grep then fails, which must not end the run (pipefail).
     tests=$( { grep -oE '✘ Test [A-Za-z0-9_]+\(' "$log" | sed 's/✘ Test //; s/(//'; grep -oE '^FAILED [^ ]+' "$log" | sed 's/^FAILED .*:://'; grep -oE '^not ok [0-9]+ - .*' "$log" | sed 's/^not ok [0-9]* - //'; } | sort -u | head -4 | paste -sd, - || true)
+    if grep -q '^mutate.sh: the suite hung' "$log"; then tests="${tests:+$tests, }a hang"; fi
     printf '%-32s %s\n' "$name" "killed by ${tests:-a crash (see $log)}"
     killed=$((killed + 1))
   fi
