@@ -56,6 +56,9 @@ public struct AccessListError: Error, CustomStringConvertible {
 extension StringProtocol {
     /// The text without the spaces that start and end it (an entry of a comma-separated list).
     package func trimmingWhitespace() -> String {
-        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+        guard let first = firstIndex(where: { $0 != " " }), let last = lastIndex(where: { $0 != " " }) else {
+            return ""
+        }
+        return String(self[first...last])
     }
 }

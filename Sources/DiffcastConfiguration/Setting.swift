@@ -78,8 +78,9 @@ extension Setting {
             guard let text = node.scalar?.string else { throw mismatch("text", node) }
             settings[keyPath: path] = text
         case .list(let path):
-            let texts = node.sequence?.compactMap { $0.scalar?.string }
-            guard let texts, texts.count == node.sequence?.count else { throw mismatch("a list of text", node) }
+            guard let items = node.sequence else { throw mismatch("a list of text", node) }
+            let texts = items.compactMap { $0.scalar?.string }
+            guard texts.count == items.count else { throw mismatch("a list of text", node) }
             settings[keyPath: path] = texts
         case .flag(let path):
             guard let flag = node.bool else { throw mismatch("true or false", node) }

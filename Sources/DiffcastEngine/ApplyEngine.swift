@@ -197,8 +197,8 @@ public final class ApplyEngine {
     /// The rows of `list`: the collections that exist and that the holder may read (all when
     /// `readable` is nil), by name.
     private func rows(readable: CollectionScope?) -> [CollectionRow] {
-        collections.filter { $0.exists && readable?.contains($0.name) != false }.sorted { $0.name < $1.name }.map {
-            state in
+        let shown = collections.filter { $0.exists && readable?.contains($0.name) != false }
+        return shown.sorted { $0.name < $1.name }.map { state in
             CollectionRow(
                 name: state.name, version: state.version, sections: state.document.snapshot.sections.count,
                 items: state.document.itemCount, subscribers: 0)
