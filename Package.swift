@@ -188,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "DiffcastServerTests",
             dependencies: [
-                "DiffcastServer", "DiffcastEngine", "DiffcastStorage", "DiffcastWire", "DiffcastClient",
+                "DiffcastServer", "DiffcastAccess", "DiffcastEngine", "DiffcastStorage", "DiffcastWire", "DiffcastClient",
                 "DiffcastTestSupport", "DiffcastTestDaemon",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -180,6 +180,13 @@ js-compact-from-not-filled|clients/js/diffcast.js|: { epoch: this.epoch, from: t
 js-chain-unchecked|clients/js/diffcast.js|        if (changeset.from !== this.version) {|        if (false) {|node:clients/js/test/mirror.test.mjs
 js-epoch-unchecked|clients/js/diffcast.js|        if (changeset.epoch !== this.epoch) throw|        if (false) throw|node:clients/js/test/mirror.test.mjs
 js-digest-unchecked|clients/js/diffcast.js|    if (actual !== expected) throw|    if (false) throw|node:clients/js/test/mirror.test.mjs
+line-checks-transport-first|Sources/DiffcastServer/RequestChecks.swift|        for check in allCases {|        for check in allCases.reversed() {|RequestCheckTests
+subscribe-over-plain-http-runs|Sources/DiffcastServer/RequestChecks.swift|            guard !carriesEvents, case .subscribe = request.command else { return nil }|            guard Bool(false) else { return nil }|RequestCheckTests|py:Tests/HTTP/test_http.py::test_a_subscribe_in_a_plain_request_is_refused_for_its_transport_and_names_the_ones_that_carry_events
+http-checks-token-first|Sources/DiffcastServer/RequestChecks.swift|        for check in HTTPCheck.allCases {|        for check in HTTPCheck.allCases.reversed() {|py:Tests/Access/test_rights.py::test_an_origin_is_refused_before_the_token_is_looked_at_and_the_denial_is_logged
+origin-never-refused|Sources/DiffcastServer/RequestChecks.swift|                guard let message = router.originRefusal(request) else { continue }|                guard Bool(false), let message = router.originRefusal(request) else { continue }|py:Tests/HTTP/test_http.py::test_the_token_and_the_origins_are_checked
+origin-denial-unlogged|Sources/DiffcastServer/RequestChecks.swift|                logDenial(op: "http", collection: nil, reason: message, on: connection)|                _ = message|py:Tests/Access/test_rights.py::test_an_origin_is_refused_before_the_token_is_looked_at_and_the_denial_is_logged
+line-denial-unlogged|Sources/DiffcastServer/Server+Access.swift|        logDenial(op: request.op, collection: refusal.collection, reason: refusal.message, on: connection)\n        connection.answer(|        connection.answer(|py:Tests/Access/test_rights.py::test_every_denial_is_logged_with_its_holder_transport_op_and_collection
+stream-token-not-taken|Sources/DiffcastServer/RequestChecks.swift|                case .requests, .eventStream, .webSocket:|                case .eventStream, .webSocket:\n                    continue\n                case .requests:|py:Tests/Access/test_rights.py::test_read_permits_get_and_event_streams_over_http
 EOF
 )
 

@@ -35,9 +35,9 @@ public enum EventForm: Sendable, Equatable {
 }
 
 /// Maps HTTP requests to the protocol (`/v1/...`), the inspector page and the JavaScript
-/// client, and applies the origins allowed to call from other pages (CORS; the WebSocket
-/// `Origin`). The token a request presents (`presentedToken`) is judged by the server, as on
-/// every transport. It holds no state.
+/// client, and says which origins may call from other pages (CORS; the WebSocket `Origin`).
+/// The server's request checks apply those origins and judge the token a request presents
+/// (`presentedToken`), as on every transport. It holds no state.
 public struct HTTPRouter: Sendable {
     /// Origins that pages may call from (`*`: any); the daemon's own pages always may.
     public var allowedOrigins: [String]
@@ -75,11 +75,19 @@ public struct HTTPRouter: Sendable {
         return .metrics
     }
 
-    public func route(_ request: HTTPRequest) -> HTTPRoute {
-        if let origin = request.header("origin"), !isSameOrigin(request), corsOrigin(for: request) == nil {
-            return .respond(
-                .error(403, code: "unauthorized", "origin '\(origin)' is not allowed (http_origins lists the allowed)"))
+    /// Why a page of another origin may not call, or nil when the request may: its `Origin` is
+    /// not among `allowedOrigins`. A request without `Origin` (not from a page) or from the
+    /// daemon's own origin always may. The server runs it first of its checks (`HTTPCheck`).
+    public func originRefusal(_ request: HTTPRequest) -> String? {
+        guard let origin = request.header("origin"), !isSameOrigin(request), corsOrigin(for: request) == nil else {
+            return nil
         }
+        return "origin '\(origin)' is not allowed (http_origins lists the allowed)"
+    }
+
+    /// Where a request goes. Whether it may go there is the server's checks' to say
+    /// (`originRefusal`, the token it presents, the rights of its lines).
+    public func route(_ request: HTTPRequest) -> HTTPRoute {
         if request.method == "OPTIONS" { return Self.preflight }
         if let page = Self.page(request) { return page }
         let path = request.path

@@ -51,15 +51,9 @@ extension Server {
         let metricsOnly = connection.servesMetricsOnly
         let cors = metricsOnly ? nil : router.corsOrigin(for: request)
         let route = metricsOnly ? HTTPRouter.metricsRoute(request) : router.route(request)
-        switch route {
-        case .requests, .eventStream, .webSocket:
-            connection.forwardedFor = forwardedClient(of: request.header("x-forwarded-for"), on: connection)
-            if let refusal = presentCredential(of: request, on: connection) {
-                respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
-                return needsWrite(connection)
-            }
-        case .respond, .metrics:
-            break
+        if !metricsOnly, let refusal = httpRefusal(of: request, routedTo: route, by: router, on: connection) {
+            respond(refusal, keepAlive: request.keepAlive, corsOrigin: cors, on: connection)
+            return needsWrite(connection)
         }
         switch route {
         case .metrics:
@@ -126,36 +120,11 @@ extension Server {
         sendWithoutDelay(connection)
     }
 
-    /// Takes the credential an HTTP request presents for the connection (verified once: a
-    /// keep-alive connection that presents the same token again keeps it), or the 401 (429
-    /// past the per-holder limit) that refuses it.
-    private func presentCredential(of request: HTTPRequest, on connection: Connection) -> HTTPResponse? {
-        guard let token = HTTPRouter.presentedToken(request) else {
-            let credential: Credential = listenersRequireCredentials ? .anonymous : .everything
-            _ = setCredential(credential, on: connection, reason: "a request presented no token")
-            return nil
-        }
-        if case .token(let held) = connection.holder.credential, held.text == token { return nil }
-        let failure: AuthRefusal
-        switch credential(presenting: token, on: connection) {
-        case .success(let credential):
-            guard let refusal = setCredential(credential, on: connection, reason: "another token was presented")
-            else { return nil }
-            failure = refusal
-        case .failure(let refusal):
-            failure = refusal
-        }
-        logDenial(op: "auth", collection: nil, reason: failure.message, on: connection)
-        if failure.isLimit { return .error(429, code: "limit_exceeded", failure.message) }
-        return .error(
-            401, code: "unauthorized", failure.message, headers: [#"WWW-Authenticate: Bearer error="invalid_token""#])
-    }
-
     /// An event stream its holder may not read is refused with a status (401 or 403) before the
     /// stream starts; what else is wrong with it is answered as an `error` event.
     private func streamRefusal(_ line: [UInt8], on connection: Connection) -> HTTPResponse? {
         guard let request = try? line.withUnsafeBufferPointer({ try parser.parse($0, reusing: &parseWorkspace) }),
-            let refusal = connection.holder.refusal(of: request.command, op: request.op)
+            case .unauthorized(let refusal) = LineCheck.refusal(of: request, by: connection.holder, carriesEvents: true)
         else { return nil }
         logDenial(op: request.op, collection: refusal.collection, reason: refusal.message, on: connection)
         let presented = connection.holder.presentedToken

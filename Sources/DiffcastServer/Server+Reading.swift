@@ -168,17 +168,7 @@ extension Server {
                 slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
             return
         }
-        if let refusal = connection.holder.refusal(of: request.command, op: request.op) {
-            return deny(request, refusal, slot: slot, on: connection)
-        }
-        if case .http = connection.transport, case .subscribe = request.command {
-            // A plain HTTP response has nowhere to put events.
-            let error = DiffcastError.invalidArgument(
-                "subscribe over HTTP with GET /v1/collections/NAME/events (Server-Sent Events) or /v1/ws (WebSocket)")
-            connection.answer(
-                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
-            return
-        }
+        if refuses(request, slot: slot, on: connection) { return }
         switch request.command {
         case .ping:
             connection.answer(slot: slot, SharedBytes(WireEncoder.success(id: request.id, op: request.op)))

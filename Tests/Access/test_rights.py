@@ -526,3 +526,37 @@ def test_a_read_only_unix_peer_subscribing_to_a_missing_collection_creates_nothi
         assert answers[2]["ok"] is True, answers
         assert answers[3]["ok"] is False and answers[3]["error"]["code"] == "unauthorized", answers
         assert running.state(f"{ns}.ghost") is None
+
+
+# MARK: - every denial logged
+
+
+@pytest.mark.parametrize("transport", ALL_TRANSPORTS)
+def test_every_denial_is_logged_with_its_holder_transport_op_and_collection(daemon, keys, ns, transport):
+    name = f"{ns}.c"
+    daemon.seed(name)
+    token = mint(keys["ed"], sub=f"{ns}-reader", read=[name])
+    status, answer = attempt(daemon, transport, token, {"op": "delete_all", "collection": name})
+    refused(answer, "write", name, op="delete_all")
+    logged = {"unix": "unix", "tcp": "tcp", "ws": "websocket", "http": "http"}[transport]
+
+    def denial_logged():
+        return any(" denied " in line and f"collection={name} " in line and f"holder={ns}-reader " in line
+                   and "op=delete_all " in line and line.endswith(f"transport={logged}")
+                   for line in daemon.log().splitlines())
+    wait_until(denial_logged, what=f"the denial over {transport} in the log")
+
+
+def test_an_origin_is_refused_before_the_token_is_looked_at_and_the_denial_is_logged(keys, ns):
+    with AccessDaemon(["--tcp-token", "s3cret", "--http-origins", "https://app.example"], tcp=False) as daemon:
+        evil = {"Origin": "https://evil.example"}
+        for token in ("wrong", "s3cret", None):
+            status, _, answer = daemon.call("GET", "/v1/collections", token=token, headers=evil)
+            assert status == 403 and "origin 'https://evil.example' is not allowed" in answer["error"]["message"]
+        assert daemon.call("GET", "/", headers=evil)[0] == 403
+        assert daemon.call("GET", "/v1/collections", token="s3cret", headers={"Origin": "https://app.example"})[0] == 200
+        denials = [line for line in daemon.log().splitlines() if " denied " in line and "op=http " in line]
+        assert len(denials) == 4 and all("reason=origin 'https://evil.example' is not allowed" in line
+                                         for line in denials), denials
+        # The wrong token was never verified, so it counts against nobody.
+        assert "wrong token" not in daemon.log()

@@ -97,6 +97,18 @@ def test_a_batch_of_lines_is_answered_line_by_line_in_order(http_daemon):
     assert answers[2]["error"]["code"] == "duplicate_identifier" and answers[3] == {"ok": True, "op": "ping"}
 
 
+def test_a_subscribe_in_a_plain_request_is_refused_for_its_transport_and_names_the_ones_that_carry_events(
+        http_daemon):
+    body = b'ping\n{"op":"subscribe","collection":"feed"}\nping\n'
+    status, _, text = http_daemon.call("POST", "/v1/requests", body)
+    answers = [json.loads(line) for line in text.splitlines()]
+    assert status == 200 and answers[0] == answers[2] == {"ok": True, "op": "ping"}
+    assert answers[1]["error"]["code"] == "invalid_argument", answers
+    assert "/v1/collections/NAME/events" in answers[1]["error"]["message"] and "/v1/ws" in answers[1]["error"]["message"]
+    # Nothing was subscribed: the collection was not created by it.
+    assert http_daemon.call("GET", "/v1/collections")[2]["collections"] == []
+
+
 def test_server_sent_events_resume_with_last_event_id_and_one_changeset(http_daemon):
     write(http_daemon, 'apply feed {"sections":[{"id":"s","items":["a"]}]}')
     stream = EventStream(http_daemon, "/v1/collections/feed/events")
