@@ -30,7 +30,7 @@ enum Listener {
         }
         let handle = LoopHandles.make(UV_NAMED_PIPE)
         try initialize(handle, as: UV_NAMED_PIPE, on: server.loop, describedAs: "socket \(path)")
-        let bound = uv_pipe_bind(handle.assumingMemoryBound(to: uv_pipe_t.self), path)
+        let bound = uv_pipe_bind(LoopHandles.pipe(handle), path)
         return try listen(handle, bound: bound, describedAs: "socket \(path)", server: server)
     }
 
@@ -59,19 +59,10 @@ enum Listener {
             throw ServerError.badAddress(address)
         }
         let host = String(address[..<colon].filter { $0 != "[" && $0 != "]" })
-        var storage = sockaddr_storage()
-        let parsed = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { uv_ip4_addr(host, port, $0) } == 0
-                || pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { uv_ip6_addr(host, port, $0) } == 0
-        }
-        guard parsed else { throw ServerError.badAddress(address) }
+        guard let socketAddress = SocketAddress(host: host, port: port) else { throw ServerError.badAddress(address) }
         let handle = LoopHandles.make(UV_TCP)
         try initialize(handle, as: UV_TCP, on: server.loop, describedAs: "tcp \(address)")
-        let bound = withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                uv_tcp_bind(handle.assumingMemoryBound(to: uv_tcp_t.self), $0, 0)
-            }
-        }
+        let bound = socketAddress.withSockaddr { address, _ in uv_tcp_bind(LoopHandles.tcp(handle), address, 0) }
         // The endpoint rides in the listening handle's data (connections use theirs for their id).
         LoopHandles.setTag(tag(of: endpoint), of: handle)
         let description =
@@ -85,27 +76,17 @@ enum Listener {
 
     /// A listening socket inherited from systemd's socket activation (Unix or TCP).
     static func inherited(descriptor: Int32, server: Server) throws -> UnsafeMutableRawPointer {
-        var address = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let isUnix =
-            withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-            } == 0 && address.ss_family == sa_family_t(AF_UNIX)
+        let address = SocketAddress(boundTo: descriptor)
+        let isUnix = address?.isUnix == true
         let type = isUnix ? UV_NAMED_PIPE : UV_TCP
         let handle = LoopHandles.make(type)
         try initialize(handle, as: type, on: server.loop, describedAs: "inherited fd \(descriptor)")
         let opened =
             isUnix
-            ? uv_pipe_open(handle.assumingMemoryBound(to: uv_pipe_t.self), descriptor)
-            : uv_tcp_open(handle.assumingMemoryBound(to: uv_tcp_t.self), uv_os_sock_t(descriptor))
+            ? uv_pipe_open(LoopHandles.pipe(handle), descriptor)
+            : uv_tcp_open(LoopHandles.tcp(handle), uv_os_sock_t(descriptor))
         var name = "inherited fd \(descriptor)"
-        if isUnix {
-            let path = withUnsafeBytes(of: &address) { raw in
-                // sockaddr_un: the family (2 bytes), then the NUL-terminated path.
-                String(decoding: raw.dropFirst(2).prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if !path.isEmpty { name += " (\(path))" }
-        }
+        if let path = address?.unixPath, !path.isEmpty { name += " (\(path))" }
         return try listen(handle, bound: opened, describedAs: name, server: server)
     }
 
@@ -153,8 +134,8 @@ enum Listener {
         _ handle: UnsafeMutableRawPointer, as type: uv_handle_type, on loop: UnsafeMutablePointer<uv_loop_t>?
     ) -> Int32 {
         type == UV_TCP
-            ? uv_tcp_init(loop, handle.assumingMemoryBound(to: uv_tcp_t.self))
-            : uv_pipe_init(loop, handle.assumingMemoryBound(to: uv_pipe_t.self), 0)
+            ? uv_tcp_init(loop, LoopHandles.tcp(handle))
+            : uv_pipe_init(loop, LoopHandles.pipe(handle), 0)
     }
 
     private static func didConnect(_ stream: UnsafeMutablePointer<uv_stream_t>?, status: Int32, type: uv_handle_type) {

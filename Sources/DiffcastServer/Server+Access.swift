@@ -35,33 +35,7 @@ extension Server {
     /// `IP:PORT` of a TCP peer, `uid N` of a Unix-socket one.
     func peerAddress(of connection: Connection) -> String {
         guard connection.isTCP else { return connection.peer.map { "uid \($0.userID)" } ?? "unix" }
-        var storage = sockaddr_storage()
-        var length = Int32(MemoryLayout<sockaddr_storage>.size)
-        let result = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                uv_tcp_getpeername(connection.handle.assumingMemoryBound(to: uv_tcp_t.self), $0, &length)
-            }
-        }
-        guard result == 0 else { return "tcp" }
-        var name = [CChar](repeating: 0, count: 64)
-        let port: UInt16
-        if Int32(storage.ss_family) == AF_INET6 {
-            port = withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
-                    uv_ip6_name(address, &name, name.count)
-                    return UInt16(bigEndian: address.pointee.sin6_port)
-                }
-            }
-        } else {
-            port = withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
-                    uv_ip4_name(address, &name, name.count)
-                    return UInt16(bigEndian: address.pointee.sin_port)
-                }
-            }
-        }
-        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return "\(host):\(port)"
+        return SocketAddress(peerOf: LoopHandles.tcp(connection.handle))?.hostAndPort ?? "tcp"
     }
 
     /// The address whose refused tokens are counted together: the peer's IP without its port.

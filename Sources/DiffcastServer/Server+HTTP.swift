@@ -178,7 +178,7 @@ extension Server {
     /// segment Nagle held would wait for the subscriber's delayed ACK.
     private func sendWithoutDelay(_ connection: Connection) {
         guard lingerTimer != nil, connection.isTCP else { return }
-        _ = uv_tcp_nodelay(connection.handle.assumingMemoryBound(to: uv_tcp_t.self), 1)
+        _ = uv_tcp_nodelay(LoopHandles.tcp(connection.handle), 1)
     }
 
     /// A comment on every event stream, so that proxies keep idle ones open.

@@ -54,8 +54,8 @@ extension Server {
             dc_stream(connection.handle),
             { handle, _, buffer in
                 guard let server = Server.from(handle), let buffer else { return }
-                buffer.pointee = uv_buf_init(
-                    server.readBuffer.baseAddress?.assumingMemoryBound(to: CChar.self), UInt32(server.readBuffer.count))
+                guard let start = server.readBuffer.baseAddress else { return }
+                buffer.pointee = LoopHandles.buffer(start, count: server.readBuffer.count)
             },
             { stream, count, _ in
                 guard let stream, let server = Server.from(stream) else { return }

@@ -346,8 +346,7 @@ enum WriteBuffers {
             toSkip -= offset
             while offset < chunk.count {
                 let length = min(chunk.count - offset, largestBuffer)
-                buffers.append(
-                    uv_buf_init((chunk.pointer + offset).assumingMemoryBound(to: CChar.self), UInt32(length)))
+                buffers.append(LoopHandles.buffer(chunk.pointer + offset, count: length))
                 offset += length
                 total += length
             }

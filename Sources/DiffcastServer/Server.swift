@@ -105,14 +105,14 @@ public final class Server {
         self.configuration = configuration
         self.logger = logger
         self.parser = RequestParser(limits: configuration.requestLimits)
-        self.loop = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
-        self.readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
+        self.loop = LoopHandles.makeLoop()
+        self.readBuffer = LoopHandles.makeReadBuffer(byteCount: 256 * 1024)
         self.metrics = configuration.metricsAddress == nil ? nil : ServerMetrics()
     }
 
     deinit {
-        readBuffer.deallocate()
-        loop.deallocate()
+        LoopHandles.free(readBuffer)
+        LoopHandles.free(loop)
     }
 
     /// Binds the listeners, then runs the loop until SIGINT/SIGTERM; returns after a clean stop.
@@ -126,7 +126,7 @@ public final class Server {
         // A request's line is for the journal and the backbone: without either, not copied.
         parser.keepsLines = commit?.keepsLogRecords == true || backbone != nil
         try check(uv_loop_init(loop), "uv_loop_init")
-        loop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        LoopHandles.setOwner(self, of: loop)
         try startApplying(engine: engine, commit: commit, backbone: backbone)
         try handleSignals()
         try listen(backbone: backbone)
@@ -220,8 +220,7 @@ public final class Server {
     }
 
     static func from(_ handle: UnsafeMutableRawPointer?) -> Server? {
-        guard let handle, let loop = dc_handle(handle).pointee.loop, let data = loop.pointee.data else { return nil }
-        return Unmanaged<Server>.fromOpaque(data).takeUnretainedValue()
+        LoopHandles.owner(ofLoopOf: handle, as: Server.self)
     }
 
     /// Stops accepting, lets the apply queue finish, flushes what can be flushed and closes.
@@ -273,7 +272,7 @@ public final class Server {
     /// Checks a handle's init; a handle that could not be initialized is freed.
     func check<Handle>(_ result: Int32, _ what: String, orDiscard handle: UnsafeMutablePointer<Handle>) throws {
         guard result == 0 else {
-            LoopHandles.discard(UnsafeMutableRawPointer(handle))
+            LoopHandles.discard(handle)
             throw ServerError.libuv(what, result)
         }
     }

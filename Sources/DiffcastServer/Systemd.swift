@@ -24,22 +24,11 @@ public struct SystemdIntegration: Sendable {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        var pathBytes = Array(path.utf8)
-        // A leading '@' names the abstract namespace: a NUL byte on the wire.
-        if pathBytes.first == UInt8(ascii: "@") { pathBytes[0] = 0 }
-        let length = withUnsafeMutableBytes(of: &address.sun_path) { raw -> Int in
-            let count = min(pathBytes.count, raw.count - 1)
-            raw.copyBytes(from: pathBytes.prefix(count))
-            return count
-        }
-        let addressLength = socklen_t(MemoryLayout<sa_family_t>.size + length)
+        // A leading '@' names the abstract namespace (SocketAddress).
+        let address = SocketAddress(unixPath: path)
         _ = message.withCString { text in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(descriptor, text, strlen(text), Int32(MSG_NOSIGNAL), $0, addressLength)
-                }
+            address.withSockaddr { address, length in
+                sendto(descriptor, text, strlen(text), Int32(MSG_NOSIGNAL), address, length)
             }
         }
     }
