@@ -38,8 +38,7 @@ private final class SmallDisk {
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return process.exitStatus() ?? -1
     }
 }
 

@@ -68,10 +68,17 @@ public final class Daemon: @unchecked Sendable {
 
     public var pid: Int32 { process.processIdentifier }
 
+    /// Sends `signal` and returns the exit status (`Process.terminationStatus`'s meaning). A
+    /// daemon still running after `ProcessExit.patience` is killed, and the status is then
+    /// `ProcessExit.killedForHanging` or SIGKILL's number: either way a failure to the test.
     public func stop(signal: Int32 = SIGTERM) -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return process.exitStatus() ?? ProcessExit.killedForHanging
+    }
+
+    /// The daemon's exit status once it ends by itself (a refused start), as `stop`.
+    public func exitStatus() -> Int32 {
+        process.exitStatus() ?? ProcessExit.killedForHanging
     }
 
     /// What the daemon logged so far.
@@ -82,9 +89,51 @@ public final class Daemon: @unchecked Sendable {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            _ = process.exitStatus()
         }
         try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Waiting for a child process without `Process.waitUntilExit`. That call waits for Foundation
+/// to notice the exit (a socket the child held closes), and once it did not: a daemon that
+/// died during a failing test stayed a zombie, never reaped, and the suite hung instead of
+/// reporting the failure. Here the wait is bounded, and a child Foundation has not noticed
+/// after a grace period is reaped with `waitpid` directly.
+public enum ProcessExit {
+    /// How long a child may take to exit before it is killed.
+    public static let patience: Double = 60
+    /// The status `Daemon.stop` reports for a daemon that had to be killed: no exit code.
+    public static let killedForHanging: Int32 = -1
+}
+
+extension Process {
+    /// Waits for the process to end: its status (the exit code, or the number of the signal that
+    /// ended it, as `terminationStatus`). One still running after `patience` seconds is killed
+    /// and nil returned; nil too if it cannot be reaped after that.
+    public func exitStatus(patience: Double = ProcessExit.patience) -> Int32? {
+        let pid = processIdentifier
+        let started = Date()
+        var killed = false
+        while true {
+            if !isRunning { return terminationStatus }
+            // Foundation normally notices within milliseconds; past a second, reap it here.
+            if Date().timeIntervalSince(started) > 1 {
+                var status: Int32 = 0
+                let reaped = waitpid(pid, &status, WNOHANG)
+                if reaped == pid {
+                    let signal = status & 0x7f
+                    return killed ? nil : (signal == 0 ? (status >> 8) & 0xff : signal)
+                }
+                // ECHILD: Foundation reaped it meanwhile; isRunning turns false at once.
+            }
+            if !killed, Date().timeIntervalSince(started) > patience {
+                kill(pid, SIGKILL)
+                killed = true
+            }
+            if Date().timeIntervalSince(started) > patience + 10 { return nil }
+            usleep(10_000)
+        }
     }
 }
 
