@@ -148,15 +148,16 @@ conformance: release
 
 # Prints every benchmark table: `make bench BENCH=diff` (or feed, pipeline, fanout, memory, durability,
 # backbone, window, allocations; instructions: the feed's instructions per append under
-# callgrind; sse or websocket: the browser transports against nginx + Nchan, as make bench-web
+# callgrind; instructions-fanout: a fan-out's per delivery; sse or websocket: the browser transports against nginx + Nchan, as make bench-web
 # does) for one.
 bench: bench-deps release
 	$(SWIFT) build -c release --product DiffcastBenchmarks
 	$(SWIFT) build -c release --product DiffcastAllocations
-	@for b in $(or $(BENCH),diff feed pipeline fanout memory durability backbone window auth allocations instructions); do \
+	@for b in $(or $(BENCH),diff feed pipeline fanout memory durability backbone window auth allocations instructions instructions-fanout); do \
 	  case $$b in \
 	    allocations) .build/release/DiffcastAllocations || exit 1 ;; \
 	    instructions) scripts/instructions.sh || exit 1 ;; \
+	    instructions-fanout) scripts/instructions-fanout.sh || exit 1 ;; \
 	    sse) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports sse $(WEB_BENCH)" || exit 1 ;; \
 	    websocket) $(MAKE) --no-print-directory bench-web WEB_BENCH="--transports ws $(WEB_BENCH)" || exit 1 ;; \
 	    *) .build/release/DiffcastBenchmarks $$b || exit 1 ;; \
