@@ -74,8 +74,8 @@ enum HTTPCheck: CaseIterable, Sendable {
 }
 
 extension Server {
-    /// Runs the line checks on a parsed request. A refusal is answered in the request's slot
-    /// (`true`: the request must not run); nil refusals leave the slot to the request.
+    /// Runs the line checks on a parsed request: `true` when one refused it, and the refusal is
+    /// then its answer, in its slot; `false` leaves the slot to the request, which may run.
     func refuses(_ request: Request, slot: UInt64, on connection: Connection) -> Bool {
         let refusal = LineCheck.refusal(
             of: request, by: connection.holder, carriesEvents: connection.transport.carriesEvents)
