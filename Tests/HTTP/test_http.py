@@ -458,8 +458,12 @@ def test_a_stalled_websocket_subscriber_holds_up_no_one_and_is_caught_up_with_on
             assert json.loads(connection.recv())["op"] == "subscribe"
         blob = "x" * 4000
         last = 1
-        # 12 MB: well past what the kernel buffers for the stalled one and the daemon's limit.
-        for round in range(60):
+        # Three times what the kernel may buffer for the stalled one (tcp_wmem's maximum; 4 MB
+        # on Debian), and at least 12 MB: well past that and the daemon's limit.
+        with open("/proc/sys/net/ipv4/tcp_wmem") as limits:
+            kernel_buffer = int(limits.read().split()[2])
+        rounds = max(60, -(-3 * kernel_buffer // (50 * len(blob))))
+        for round in range(rounds):
             items = [{"id": f"r{round}.{k}", "data": blob} for k in range(50)]
             last = writer.append_items("stall", items)
             # The fast subscriber gets each version before the next is written.
@@ -478,7 +482,7 @@ def test_a_stalled_websocket_subscriber_holds_up_no_one_and_is_caught_up_with_on
         assert writer.stats()["catch_ups"] >= 1
         # What it was sent adds up to the collection: every item of every round, in order.
         items = [item["id"] for item in writer.get("stall")["sections"][0]["items"]]
-        assert items == [f"r{round}.{k}" for round in range(60) for k in range(50)]
+        assert items == [f"r{round}.{k}" for round in range(rounds) for k in range(50)]
         stalled.close()
         fast.close()
 
