@@ -187,6 +187,7 @@ origin-never-refused|Sources/DiffcastServer/RequestChecks.swift|                
 origin-denial-unlogged|Sources/DiffcastServer/RequestChecks.swift|                logDenial(op: "http", collection: nil, reason: message, on: connection)|                _ = message|py:Tests/Access/test_rights.py::test_an_origin_is_refused_before_the_token_is_looked_at_and_the_denial_is_logged
 line-denial-unlogged|Sources/DiffcastServer/Server+Access.swift|        logDenial(op: request.op, collection: refusal.collection, reason: refusal.message, on: connection)\n        connection.answer(|        connection.answer(|py:Tests/Access/test_rights.py::test_every_denial_is_logged_with_its_holder_transport_op_and_collection
 stream-token-not-taken|Sources/DiffcastServer/RequestChecks.swift|                case .requests, .eventStream, .webSocket:|                case .eventStream, .webSocket:\n                    continue\n                case .requests:|py:Tests/Access/test_rights.py::test_read_permits_get_and_event_streams_over_http
+tcp-send-buffer-ignored|Sources/DiffcastServer/Server+Reading.swift|        if endpoint.isTCP, configuration.tcpSendBufferBytes > 0 {|        if endpoint.isTCP, Bool(false), configuration.tcpSendBufferBytes > 0 {|py:Tests/HTTP/test_http.py::test_a_small_tcp_send_buffer_brings_a_stalled_subscribers_catch_up_sooner
 EOF
 )
 

@@ -16,6 +16,7 @@ public struct DaemonSettings: Equatable, Sendable {
     public var logLevel = "info"
     public var maxLineBytes = 16 * 1024 * 1024
     public var maxUnsentBytes = 8 * 1024 * 1024
+    public var tcpSendBufferBytes = 0
     public var slowSubscriberPolicy = "catch_up"
     public var coalesceWindowMs = 0
     public var historyVersions = 64
@@ -87,6 +88,9 @@ public struct DaemonSettings: Equatable, Sendable {
         Setting(
             "max_unsent_bytes", .integer(\.maxUnsentBytes, 1024...Int.max), .onReload,
             "Unsent bytes a subscriber may have queued before it is caught up later (or disconnected)."),
+        Setting(
+            "tcp_send_buffer_bytes", .integer(\.tcpSendBufferBytes, 0...(1 << 30)), .afterRestart,
+            "Kernel send buffer of each TCP connection (SO_SNDBUF); 0: the kernel sizes it (up to tcp_wmem)."),
         Setting(
             "slow_subscriber_policy", .choice(\.slowSubscriberPolicy, choices: ["catch_up", "disconnect"]), .onReload,
             "What happens to a subscriber past max_unsent_bytes."),

@@ -25,6 +25,11 @@ extension Server {
         let connection = Connection(
             id: lastConnectionID, handle: handle, maximumLineBytes: configuration.maximumLineBytes, endpoint: endpoint)
         connection.peer = endpoint.isTCP ? nil : PeerCredentials(stream: handle)
+        if endpoint.isTCP, configuration.tcpSendBufferBytes > 0 {
+            var size = Int32(clamping: configuration.tcpSendBufferBytes)
+            _ = setsockopt(
+                connection.descriptor, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         connection.peerAddress = peerAddress(of: connection)
         connection.holder = Holder(initialCredential(of: connection), anonymous: configuration.anonymousRights)
         if endpoint.isHTTP {

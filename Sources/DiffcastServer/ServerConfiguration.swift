@@ -27,6 +27,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var httpOrigins: [String] = []
     public var maximumLineBytes = 16 * 1024 * 1024
     public var maximumUnsentBytes = 8 * 1024 * 1024
+    /// The kernel's send buffer of each TCP connection (`SO_SNDBUF`); 0 leaves it to the
+    /// kernel, which grows it up to `tcp_wmem`'s maximum (4 MB on Debian). What the kernel holds
+    /// is not among a subscriber's unsent bytes: a small buffer makes `maximumUnsentBytes` bound
+    /// what a stalled TCP subscriber costs, and brings its catch-up sooner.
+    public var tcpSendBufferBytes = 0
     public var slowSubscriberPolicy = SlowSubscriberPolicy.catchUp
     public var coalesceWindowMilliseconds = 0
     /// How long the events of an SSE or WebSocket stream may wait to be written together (0:

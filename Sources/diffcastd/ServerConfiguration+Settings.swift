@@ -18,6 +18,7 @@ extension ServerConfiguration {
         ioThreads = settings.ioThreads
         maximumLineBytes = settings.maxLineBytes
         maximumUnsentBytes = settings.maxUnsentBytes
+        tcpSendBufferBytes = settings.tcpSendBufferBytes
         // slow_subscriber_policy's choices are this type's raw values (DaemonSettingsTests).
         slowSubscriberPolicy = SlowSubscriberPolicy(rawValue: settings.slowSubscriberPolicy) ?? .catchUp
         coalesceWindowMilliseconds = settings.coalesceWindowMs

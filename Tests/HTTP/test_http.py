@@ -446,7 +446,26 @@ def test_the_contract_holds_over_websocket(tmp_path):
 
 
 def test_a_stalled_websocket_subscriber_holds_up_no_one_and_is_caught_up_with_one_changeset():
-    with HTTPDaemon(["--max-unsent-bytes", "262144"]) as http_daemon, http_daemon.client() as writer:
+    # Three times what the kernel may buffer for the stalled one (tcp_wmem's maximum; 4 MB on
+    # Debian), and at least 12 MB: well past that and the daemon's limit.
+    with open("/proc/sys/net/ipv4/tcp_wmem") as limits:
+        kernel_buffer = int(limits.read().split()[2])
+    with HTTPDaemon(["--max-unsent-bytes", "262144"]) as http_daemon:
+        stall_one_of_two_websockets(http_daemon, megabytes=max(12, 3 * kernel_buffer // 1_000_000))
+
+
+def test_a_small_tcp_send_buffer_brings_a_stalled_subscribers_catch_up_sooner():
+    # 1.6 MB: less than the kernel alone would hold for the stalled one with the buffer it sizes.
+    arguments = ["--max-unsent-bytes", "262144", "--tcp-send-buffer-bytes", "65536"]
+    with HTTPDaemon(arguments) as http_daemon:
+        stall_one_of_two_websockets(http_daemon, megabytes=1.6)
+
+
+def stall_one_of_two_websockets(http_daemon, megabytes):
+    """Writes `megabytes` of appends in rounds of 200 KB while one WebSocket subscriber reads
+    nothing: the other gets each version before the next round, the stalled one is caught up
+    (a changeset over several versions) and its changesets chain to the last version."""
+    with http_daemon.client() as writer:
         url = f"ws://127.0.0.1:{http_daemon.port}/v1/ws"
         writer.append_sections("stall", [{"id": "s"}])
         # A small receive buffer, so that less of what it does not read waits in the kernel.
@@ -457,16 +476,11 @@ def test_a_stalled_websocket_subscriber_holds_up_no_one_and_is_caught_up_with_on
             assert json.loads(connection.recv())["event"] == "snapshot"
             assert json.loads(connection.recv())["op"] == "subscribe"
         blob = "x" * 4000
+        rounds = int(megabytes * 1_000_000 // (50 * len(blob)))
         last = 1
-        # Three times what the kernel may buffer for the stalled one (tcp_wmem's maximum; 4 MB
-        # on Debian), and at least 12 MB: well past that and the daemon's limit.
-        with open("/proc/sys/net/ipv4/tcp_wmem") as limits:
-            kernel_buffer = int(limits.read().split()[2])
-        rounds = max(60, -(-3 * kernel_buffer // (50 * len(blob))))
         for round in range(rounds):
             items = [{"id": f"r{round}.{k}", "data": blob} for k in range(50)]
             last = writer.append_items("stall", items)
-            # The fast subscriber gets each version before the next is written.
             while True:
                 event = json.loads(fast.recv())
                 if event["version"] >= last:
