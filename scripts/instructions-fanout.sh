@@ -8,30 +8,18 @@
 #
 #   scripts/instructions-fanout.sh [WRITES] [SUBSCRIBERS]   # 200 and 1,000 by default
 #   DIFFCASTD=path/to/diffcastd scripts/instructions-fanout.sh   # another build, unbuilt here
+#   KEEP=1 scripts/instructions-fanout.sh   # keeps callgrind's files (the folder is printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 writes=${1:-200}
 subscribers=${2:-1000}
-command -v valgrind >/dev/null || { echo "valgrind is missing: make bench-deps installs it" >&2; exit 1; }
-binary=${DIFFCASTD:-}
-if [ -z "$binary" ]; then
-    swift build -c release --product diffcastd 2>&1 | grep -E "error|warning: " || true
-    binary=.build/release/diffcastd
-fi
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/diffcast-fanout-instructions.XXXXXX")
-daemon=
-trap '[ -z "$daemon" ] || kill $daemon 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$scratch"' EXIT
-# Without debug information valgrind starts in seconds; the symbols stay.
-strip -g -o "$scratch/diffcastd" "$binary"
+source scripts/callgrind.sh
+callgrind_setup diffcast-fanout-instructions
 # Runs the fan-out with `$1` writes under callgrind and keeps the annotation: once with the
 # writes, once with none, so that the setup (connections, subscriptions, snapshots) cancels out.
 measure() {
     local count=$1
-    rm -f "$scratch/d.sock"
-    valgrind --tool=callgrind --callgrind-out-file="$scratch/$count.out" "$scratch/diffcastd" \
-        --socket "$scratch/d.sock" --log-level warning >/dev/null 2>&1 &
-    daemon=$!
-    for _ in $(seq 300); do [ -S "$scratch/d.sock" ] && break; sleep 0.1; done
+    callgrind_start "$count"
     python3 - "$scratch/d.sock" "$count" "$subscribers" <<'EOF'
 import selectors, socket, sys
 path, writes, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -64,16 +52,14 @@ for i in range(writes):
     answers.readline()
     drain(2 * count + (i + 1) * count)
 EOF
-    kill -INT $daemon
-    wait $daemon || true
-    daemon=
-    callgrind_annotate --inclusive=yes "$scratch/$count.out" > "$scratch/$count.annotated" 2>/dev/null
+    callgrind_stop "$count"
 }
 
 measure 0
 measure "$writes"
-python3 - "$writes" "$subscribers" "$scratch/0.annotated" "$scratch/$writes.annotated" <<'EOF'
-import re, sys
+PYTHONPATH=scripts python3 - "$writes" "$subscribers" "$scratch/0.annotated" "$scratch/$writes.annotated" <<'EOF'
+import sys
+from callgrind_counts import counts
 writes, subscribers = int(sys.argv[1]), int(sys.argv[2])
 deliveries = writes * subscribers
 # (row, a fragment of the mangled name of the function whose inclusive count it is)
@@ -84,17 +70,7 @@ rows = [
     ("writing in turns (Server.writeTurns)", "0B0C10writeTurnsyyF "),
     ("  of it, each write (Server.startWrite)", "0B0C10startWriteyyAA10ConnectionCF "),
 ]
-def counts(path):
-    found = {}
-    for line in open(path):
-        match = re.match(r"\s*([\d,]+) \(", line)
-        if not match:
-            continue
-        for name, fragment in rows:
-            if fragment in line and name not in found:
-                found[name] = int(match.group(1).replace(",", ""))
-    return found
-setup, run = counts(sys.argv[3]), counts(sys.argv[4])
+setup, run = counts(sys.argv[3], rows), counts(sys.argv[4], rows)
 print(f"## Instructions per delivery: {writes} appends one at a time to {subscribers:,} subscribers\n")
 print("Each write delivered to every subscriber before the next; callgrind, user space only; the")
 print("same daemon with the same subscribers and no writes subtracted.\n")

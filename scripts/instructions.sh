@@ -15,22 +15,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 appends=${1:-30000}
-command -v valgrind >/dev/null || { echo "valgrind is missing: make bench-deps installs it" >&2; exit 1; }
-swift build -c release --product diffcastd 2>&1 | grep -E "error|warning: " || true
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/diffcast-instructions.XXXXXX")
-daemon=
-trap '[ -z "$daemon" ] || kill $daemon 2>/dev/null || true; rm -rf "$scratch"' EXIT
-# Without debug information valgrind starts in seconds; the symbols stay.
-strip -g -o "$scratch/diffcastd" .build/release/diffcastd
+source scripts/callgrind.sh
+callgrind_setup diffcast-instructions
 
 # Runs the feed with lines of one shape (compact or spaced) and keeps callgrind's annotation.
 measure() {
     local shape=$1
-    rm -f "$scratch/d.sock"
-    valgrind --tool=callgrind --callgrind-out-file="$scratch/$shape.out" "$scratch/diffcastd" \
-        --socket "$scratch/d.sock" --log-level warning >/dev/null 2>&1 &
-    daemon=$!
-    for _ in $(seq 300); do [ -S "$scratch/d.sock" ] && break; sleep 0.1; done
+    callgrind_start "$shape"
     python3 - "$scratch/d.sock" "$appends" "$shape" <<'EOF'
 import socket, sys, threading
 path, count, shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -63,16 +54,14 @@ while acknowledged < count:
     answers.readline()
     acknowledged += 1
 EOF
-    kill -INT $daemon
-    wait $daemon || true
-    daemon=
-    callgrind_annotate --inclusive=yes "$scratch/$shape.out" > "$scratch/$shape.annotated" 2>/dev/null
+    callgrind_stop "$shape"
 }
 
 measure compact
 measure spaced
-python3 - "$appends" "$scratch/compact.annotated" "$scratch/spaced.annotated" <<'EOF'
-import re, sys
+PYTHONPATH=scripts python3 - "$appends" "$scratch/compact.annotated" "$scratch/spaced.annotated" <<'EOF'
+import sys
+from callgrind_counts import counts
 appends = int(sys.argv[1])
 # (row, a fragment of the mangled name of the function whose inclusive count it is)
 rows = [
@@ -86,17 +75,8 @@ rows = [
     ("  of it, encoding the event", "EncodedVAA0A4Wire5EventOR"),
     ("delivering outcomes on the loop", "0B0C7deliveryy0A6Engine7OutcomeOF"),
 ]
-def counts(path):
-    found = {}
-    for line in open(path):
-        match = re.match(r"\s*([\d,]+) \(", line)
-        if not match:
-            continue
-        for name, fragment in rows:
-            if fragment in line and name not in found:
-                found[name] = int(match.group(1).replace(",", "")) / appends
-    return found
-compact, spaced = counts(sys.argv[2]), counts(sys.argv[3])
+compact, spaced = ({name: count / appends for name, count in counts(path, rows).items()}
+                   for path in sys.argv[2:4])
 print(f"## Instructions per append: {appends} appends of ~130 bytes, 10 subscribers\n")
 print("Compact lines, which `CompactAppendReader` reads, against the same lines with one space,")
 print("which the general parser reads; each on a daemon of its own under callgrind.\n")

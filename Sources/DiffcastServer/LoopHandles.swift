@@ -14,9 +14,7 @@ enum LoopHandles {
 
     /// A loop's memory; `uv_loop_init` initializes it, `free` releases it after `uv_loop_close`.
     static func makeLoop() -> UnsafeMutablePointer<uv_loop_t> {
-        let loop = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
-        loop.initialize(to: uv_loop_t())
-        return loop
+        allocate(uv_loop_t())
     }
 
     static func free(_ loop: UnsafeMutablePointer<uv_loop_t>) {
@@ -116,8 +114,7 @@ enum LoopHandles {
 
     /// A write request whose `data` keeps `context` alive until `finish` (or `abandon`) takes it.
     static func makeWrite(keeping context: AnyObject) -> UnsafeMutablePointer<uv_write_t> {
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        request.initialize(to: uv_write_t())
+        let request = allocate(uv_write_t())
         request.pointee.data = Unmanaged.passRetained(context).toOpaque()
         return request
     }
@@ -138,12 +135,18 @@ enum LoopHandles {
 
     /// A shutdown request, freed by `free` in its callback (or when libuv did not take it).
     static func makeShutdown() -> UnsafeMutablePointer<uv_shutdown_t> {
-        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
-        request.initialize(to: uv_shutdown_t())
-        return request
+        allocate(uv_shutdown_t())
     }
 
     static func free(_ request: UnsafeMutablePointer<uv_shutdown_t>) {
         request.deallocate()
+    }
+
+    /// One of libuv's structs, allocated and zeroed (`zero` is its Swift zero initializer), as
+    /// C code gets it from `calloc`.
+    private static func allocate<Value>(_ zero: Value) -> UnsafeMutablePointer<Value> {
+        let pointer = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+        pointer.initialize(to: zero)
+        return pointer
     }
 }

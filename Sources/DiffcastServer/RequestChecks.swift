@@ -85,9 +85,7 @@ extension Server {
         case .unauthorized(let refusal):
             deny(request, refusal, slot: slot, on: connection)
         case .unsupported(let error):
-            logRejected(error, op: request.op, on: connection)
-            connection.answer(
-                slot: slot, SharedBytes(WireEncoder.failure(id: request.id, op: request.op, error: error)))
+            reject(error, id: request.id, op: request.op, slot: slot, on: connection)
         }
         return true
     }

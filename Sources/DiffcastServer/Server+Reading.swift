@@ -139,13 +139,13 @@ extension Server {
     func answerLineTooLong(on connection: Connection) {
         let slot = connection.reserveSlot()
         let error = DiffcastError.lineTooLong(limit: configuration.maximumLineBytes)
-        logRejected(error, op: nil, on: connection)
-        connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: nil, op: nil, error: error)))
+        reject(error, id: nil, op: nil, slot: slot, on: connection)
     }
 
-    /// Requests refused before they reach the apply queue are logged as the engine logs the
-    /// ones it refuses ("request rejected", at debug).
-    func logRejected(_ error: DiffcastError, op: String?, on connection: Connection) {
+    /// Answers a request refused before it reaches the apply queue with its error, and logs it
+    /// as the engine logs the ones it refuses ("request rejected", at debug).
+    func reject(_ error: DiffcastError, id: JSONText?, op: String?, slot: UInt64, on connection: Connection) {
+        connection.answer(slot: slot, SharedBytes(WireEncoder.failure(id: id, op: op, error: error)))
         logger.debug(
             "request rejected",
             metadata: [
@@ -168,10 +168,7 @@ extension Server {
         do {
             request = try parser.parse(line, reusing: &parseWorkspace)
         } catch {
-            logRejected(error.error, op: error.op, on: connection)
-            connection.answer(
-                slot: slot, SharedBytes(WireEncoder.failure(id: error.id, op: error.op, error: error.error)))
-            return
+            return reject(error.error, id: error.id, op: error.op, slot: slot, on: connection)
         }
         if refuses(request, slot: slot, on: connection) { return }
         switch request.command {
