@@ -82,7 +82,7 @@ small-document-scans-one-section|Sources/DiffcastCore/Document.swift|        for
 directory-built-in-batch-not-undone|Sources/DiffcastCore/Document+Indexes.swift|        undo?.directoryChanges.append(.replaced(nil))|        _ = undo|DiffcastCoreTests
 small-apply-takes-duplicates|Sources/DiffcastCore/Document+Sections.swift|            duplicate = Self.firstRepeatedItem(in: inputs)|            _ = Self.firstRepeatedItem(in: inputs)|DiffcastCoreTests
 directory-collisions-merged|Sources/DiffcastCore/ItemDirectory.swift|        if !overflow.isEmpty, let chunk = overflow[id] { return chunk }|        if Bool(false), let chunk = overflow[id] { return chunk }|DiffcastCoreTests
-directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home(slots[next].hash), to: next) >= distance(from: free, to: next) {|            if Bool(false) {|DiffcastCoreTests
+directory-removal-leaves-holes|Sources/DiffcastCore/ItemDirectory.swift|            if distance(from: home, to: next, in: slots.count) >= distance(from: free, to: next, in: slots.count) {|            if Bool(false) {|DiffcastCoreTests
 table-match-by-hash-alone|Sources/DiffcastCore/IdentifierTable.swift|                if isIdentifier(position) { return position }|                return position|DiffcastCoreTests
 lis-replaces-only-last|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|value <= last { low = 0 }|value <= last { low = tailValues.count - 1 }|DiffcastCoreTests
 fast-path-deletions-dropped|Sources/DiffcastCore/Differ+UntouchedItems.swift|            changes.deleted = oldPlaces.map { .init(at: $0.value.path, id: $0.key) }|            changes.deleted = []|DiffcastCoreTests
@@ -188,6 +188,16 @@ origin-denial-unlogged|Sources/DiffcastServer/RequestChecks.swift|              
 line-denial-unlogged|Sources/DiffcastServer/Server+Access.swift|        logDenial(op: request.op, collection: refusal.collection, reason: refusal.message, on: connection)\n        connection.answer(|        connection.answer(|py:Tests/Access/test_rights.py::test_every_denial_is_logged_with_its_holder_transport_op_and_collection
 stream-token-not-taken|Sources/DiffcastServer/RequestChecks.swift|                case .requests, .eventStream, .webSocket:|                case .eventStream, .webSocket:\n                    continue\n                case .requests:|py:Tests/Access/test_rights.py::test_read_permits_get_and_event_streams_over_http
 tcp-send-buffer-ignored|Sources/DiffcastServer/Server+Reading.swift|        if endpoint.isTCP, configuration.tcpSendBufferBytes > 0 {|        if endpoint.isTCP, Bool(false), configuration.tcpSendBufferBytes > 0 {|py:Tests/HTTP/test_http.py::test_a_small_tcp_send_buffer_brings_a_stalled_subscribers_catch_up_sooner
+one-buffer-write-whatever-the-count|Sources/DiffcastServer/PendingWrites.swift|        guard buffers.count == 1 else { return nil }|        guard !buffers.isEmpty else { return nil }|PendingWritesTests
+one-buffer-drop-keeps-answer-flag|Sources/DiffcastServer/PendingWrites.swift|            buffers.removeLast()\n            holdsAnswer = false|            buffers.removeLast()|PendingWritesTests
+one-buffer-partial-send-taken-whole|Sources/DiffcastServer/Server+Writing.swift|            return (1, only.count, Self.send(only, to: connection.descriptor))|            return (1, only.count, max(Self.send(only, to: connection.descriptor), only.count))|DaemonTests
+catch-ups-never-asked-after-writes|Sources/DiffcastServer/Server+Writing.swift|        if connection.mayHaveLaggingSubscriptions { fanOut.requestCatchUpsIfDrained(connection) }|        if Bool(false), connection.mayHaveLaggingSubscriptions { fanOut.requestCatchUpsIfDrained(connection) }|DaemonTests
+outgoing-moved-copies-taken|Sources/DiffcastCore/ItemDirectory.swift|let index = Self.index(of: hash, in: outgoing), index >= outgoingMoved {|let index = Self.index(of: hash, in: outgoing), index >= 0 {|ItemDirectoryTests
+outgoing-removal-frees-slot|Sources/DiffcastCore/ItemDirectory.swift|            outgoing[index] = Slot(hash: Self.removed, chunk: 0)|            outgoing[index] = Slot(hash: Self.free, chunk: 0)|ItemDirectoryTests
+outgoing-never-looked-up|Sources/DiffcastCore/ItemDirectory.swift|        if !outgoing.isEmpty, let index = Self.index(of: hash, in: outgoing)|        if Bool(false), let index = Self.index(of: hash, in: outgoing)|ItemDirectoryTests
+growth-moves-everything-at-once|Sources/DiffcastCore/ItemDirectory.swift|        if outgoing.isEmpty { return }\n        moveOutgoing(Self.slotsMovedPerAdd)|        if outgoing.isEmpty { return }\n        moveOutgoing(outgoing.count)|ItemDirectoryTests
+growth-moves-nothing-per-add|Sources/DiffcastCore/ItemDirectory.swift|        } else if !outgoing.isEmpty {\n            moveOutgoing(Self.slotsMovedPerAdd)|        } else if Bool(false) {\n            moveOutgoing(Self.slotsMovedPerAdd)|ItemDirectoryTests
+slot-hash-one-taken-as-removed|Sources/DiffcastCore/ItemDirectory.swift|        bits <= removed ? 2 : bits|        bits == free ? 2 : bits|ItemDirectoryTests
 EOF
 )
 

@@ -113,11 +113,14 @@ final class FanOut {
         guard let members = subscribers[name]?.members else { return }
         publishedVersions[name] = to
         let event = FramedEvent(event, webSocketFramer: webSocketFramer)
+        // Every use of the unowned `host` takes a strong reference for its call: taken once here,
+        // the loop over the subscribers takes none.
+        let host = self.host
         for connection in members {
             let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.advanceSubscription(to: name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
-                queue(event, to: connection)
+                queue(event, to: connection, host: host)
                 connection.releaseAnswers()
             case .behind?:
                 fallBehind(connection, in: name)
@@ -361,6 +364,11 @@ final class FanOut {
 
     /// Queues an event whose framed bytes other subscribers may share.
     private func queue(_ event: FramedEvent, to connection: Connection) {
+        queue(event, to: connection, host: host)
+    }
+
+    /// The same, with `host` held by the caller (`publish`, once for all its subscribers).
+    private func queue(_ event: FramedEvent, to connection: Connection, host: any FanOutHost) {
         guard event.line.count > 0 else { return }
         counters.eventsQueued += 1
         counters.bytesQueued += UInt64(event.line.count)

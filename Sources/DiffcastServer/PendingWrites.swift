@@ -35,6 +35,14 @@ struct PendingWrites {
         if isAnswer { holdsAnswer = true }
     }
 
+    /// The bytes of the queued buffer when exactly one is queued (a fan-out's usual write, which
+    /// needs no vector of buffers); nil when none or several are. They stay where they are while
+    /// the buffer is queued (`SharedBytes` never moves its bytes).
+    var onlyQueued: UnsafeRawBufferPointer? {
+        guard buffers.count == 1 else { return nil }
+        return UnsafeRawBufferPointer(start: buffers[0].pointer, count: buffers[0].count)
+    }
+
     /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue keeps
     /// its storage, where handing it to each write would make the next event allocate another.
     func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
@@ -45,7 +53,11 @@ struct PendingWrites {
     /// (a write that finished at once, without becoming the write in progress).
     mutating func dropWritten(_ count: Int, bytes: Int) {
         defer { checkInvariants() }
-        if count == buffers.count {
+        if count == 1 && buffers.count == 1 {
+            // A fan-out's usual write: cheaper than emptying through `removeAll`.
+            buffers.removeLast()
+            holdsAnswer = false
+        } else if count == buffers.count {
             if buffers.capacity > Self.keptCapacity {
                 buffers = []
             } else {

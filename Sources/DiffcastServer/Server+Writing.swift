@@ -132,7 +132,7 @@ extension Server {
             let connection = taken.connection
             if write.result == taken.bytes {
                 connection.pending.writeFinished(bytes: taken.bytes)
-                fanOut.requestCatchUpsIfDrained(connection)
+                requestCatchUpsIfDrained(connection)
             } else if write.result >= 0 || write.result == -Int(EAGAIN) {
                 let written = max(write.result, 0)
                 connection.pending.sent(bytes: written)
@@ -220,46 +220,60 @@ extension Server {
     /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     func startWrite(_ connection: Connection) {
         while connection.mayStartWrite {
-            let (count, total) = connection.pending.withQueued(limit: Self.buffersPerWrite) { chunks in
-                (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
-            }
-            let written = tryWrite(connection)
-            if Int(written) == total {
-                connection.pending.dropWritten(count, bytes: total)
-                fanOut.requestCatchUpsIfDrained(connection)
+            let attempt = tryWrite(connection)
+            if attempt.written == attempt.bytes {
+                connection.pending.dropWritten(attempt.buffers, bytes: attempt.bytes)
+                requestCatchUpsIfDrained(connection)
                 continue
             }
-            guard written >= 0 || written == UV_EAGAIN.rawValue else {
+            guard attempt.written >= 0 || attempt.written == Int(UV_EAGAIN.rawValue) else {
                 close(connection)
                 return
             }
             // What the kernel did not take is kept alive by the `uv_write` that finishes it.
             let chunks = connection.pending.take(limit: Self.buffersPerWrite)
-            let taken = Int(max(written, 0))
+            let taken = max(attempt.written, 0)
             connection.pending.sent(bytes: taken)
             queueWrite(of: chunks, skipping: taken, to: connection)
             return
         }
     }
 
-    /// Writes `writeBuffers` to the connection's socket as far as the kernel takes them now:
-    /// the bytes written, or a negative libuv error (`UV_EAGAIN` when it takes none). One
-    /// buffer, a fan-out's usual write, is a `send(2)`, which reaches the socket without the
-    /// file layer a `write(2)` goes through; several go through `uv_try_write` (`writev`).
-    /// Called only while no `uv_write` is in flight, so libuv has nothing queued before them.
-    private func tryWrite(_ connection: Connection) -> Int32 {
-        guard writeBuffers.count == 1, connection.descriptor >= 0 else {
-            return writeBuffers.withUnsafeBufferPointer { buffers in
-                uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
-            }
+    /// Writes the first queued buffers (up to `buffersPerWrite`) to the connection's socket as
+    /// far as the kernel takes them now: how many buffers and bytes were tried, and the bytes
+    /// written or a negative libuv error (`UV_EAGAIN` when it takes none). One buffer, a
+    /// fan-out's usual write, is a `send(2)` straight from the shared bytes, which reaches the
+    /// socket without the file layer a `write(2)` goes through and without filling
+    /// `writeBuffers`; several go through `uv_try_write` (`writev`). Called only while no
+    /// `uv_write` is in flight, so libuv has nothing queued before them.
+    private func tryWrite(_ connection: Connection) -> (buffers: Int, bytes: Int, written: Int) {
+        if connection.descriptor >= 0, let only = connection.pending.onlyQueued {
+            return (1, only.count, Self.send(only, to: connection.descriptor))
         }
-        let buffer = writeBuffers[0]
+        let (count, total) = connection.pending.withQueued(limit: Self.buffersPerWrite) { chunks in
+            (chunks.count, WriteBuffers.fill(&writeBuffers, with: chunks, skipping: 0))
+        }
+        let written = writeBuffers.withUnsafeBufferPointer { buffers in
+            uv_try_write(dc_stream(connection.handle), buffers.baseAddress, UInt32(buffers.count))
+        }
+        return (count, total, Int(written))
+    }
+
+    /// Sends `bytes` on a socket without waiting: the bytes the kernel took, or a negated errno
+    /// (libuv's errors are negated errnos on Linux).
+    private static func send(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) -> Int {
         var sent: Int
         repeat {
-            sent = send(connection.descriptor, buffer.base, buffer.len, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
         } while sent < 0 && errno == EINTR
-        // libuv's errors are negated errnos on Linux.
-        return sent >= 0 ? Int32(clamping: sent) : -errno
+        return sent >= 0 ? sent : -Int(errno)
+    }
+
+    /// After a write: the catch-ups of a connection's lagging subscriptions, if it has drained
+    /// (`FanOut.requestCatchUpsIfDrained`). Its flag is read here first: nearly no connection
+    /// has one, and this runs after every write.
+    private func requestCatchUpsIfDrained(_ connection: Connection) {
+        if connection.mayHaveLaggingSubscriptions { fanOut.requestCatchUpsIfDrained(connection) }
     }
 
     /// Buffers taken for one vectored write.
@@ -298,7 +312,7 @@ extension Server {
             return
         }
         startWrite(connection)
-        fanOut.requestCatchUpsIfDrained(connection)
+        requestCatchUpsIfDrained(connection)
         resumeReadingIfDrained(connection)
         submitPendingJobs()
         finishIfDone(connection)

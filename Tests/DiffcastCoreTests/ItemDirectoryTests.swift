@@ -6,7 +6,7 @@ import Testing
 /// The item directory matches slots by a 64-bit hash. With the real, seeded hash two identifiers
 /// never share one; these tests force it, with identifiers whose hash is one of a few values.
 @Suite struct ItemDirectoryTests {
-    /// An identifier whose hash is one of four values (0 among them, which the table remaps).
+    /// An identifier whose hash is one of four values (0 and 1 among them, which the table remaps).
     private func colliding(_ text: String) -> Identifier {
         Identifier(text, hashForTesting: text.utf8.reduce(0) { $0 &+ Int($1) } % 4)
     }
@@ -43,6 +43,68 @@ import Testing
             }
         }
         #expect(removals > 1000)
+    }
+
+    /// Growing: random adds, moves and removes to 30,000 identifiers with real hashes, checked
+    /// against a dictionary while the directory grows (the outgoing slots not moved yet,
+    /// removals among them, identifiers removed and added again). Every identifier held is
+    /// found with its chunk, and none that was removed is found.
+    @Test func lookupsAgreeWithADictionaryWhileTheDirectoryGrows() {
+        var rng = SplitMix64(seed: 5)
+        var directory = ItemDirectory()
+        var model: [Identifier: ItemList.ChunkID] = [:]
+        let pool = (0..<30_000).map { Identifier("item-\($0)") }
+        var stepsWhileGrowing = 0
+        for step in 0..<120_000 {
+            let id = pool[Int.random(in: 0..<min(pool.count, 200 + step / 2), using: &rng)]
+            let chunk = ItemList.ChunkID.random(in: 1...1000, using: &rng)
+            if model[id] == nil {
+                let addedToASlot = directory.add(id, chunk: chunk)
+                #expect(addedToASlot, "step \(step)")
+                model[id] = chunk
+            } else if Int.random(in: 0..<4, using: &rng) == 0 {
+                directory.move(id, to: chunk)
+                model[id] = chunk
+            } else if Int.random(in: 0..<3, using: &rng) == 0 {
+                directory.remove(id)
+                model[id] = nil
+            }
+            if directory.outgoingSlotsLeft > 0 { stepsWhileGrowing += 1 }
+            #expect(directory.count == model.count, "step \(step)")
+            #expect(directory.candidateChunk(of: id) == model[id], "step \(step): \(id)")
+            if step % 10_000 == 0 || (directory.outgoingSlotsLeft > 0 && step % 97 == 0) {
+                for other in pool.prefix(200 + step / 2) {
+                    #expect(directory.candidateChunk(of: other) == model[other], "step \(step): \(other)")
+                }
+            }
+        }
+        #expect(model.count > 10_000)
+        #expect(stepsWhileGrowing > 10_000, "the checks ran while the directory grew")
+    }
+
+    /// What makes growth incremental: a directory that fills hands its slots over to the new
+    /// table 8 per add afterwards, not all at once, and the old table is gone long before the
+    /// new one fills (golden sizes: a table holds at most 70% of its slots).
+    @Test func growthMovesEightOutgoingSlotsPerAdd() {
+        var directory = ItemDirectory()
+        var growths = 0
+        var previousLeft = 0
+        for number in 0..<50_000 {
+            directory.add(Identifier("n\(number)"), chunk: 1)
+            let left = directory.outgoingSlotsLeft
+            if left > previousLeft {
+                growths += 1
+                // The outgoing table is the one that filled, 8 of its slots moved with this add:
+                // one more entry than its `number` would have put it over 70%.
+                let slots = left + 8
+                #expect((number + 1) * 10 > slots * 7 && number * 10 <= slots * 7, "add \(number): \(slots) slots")
+                #expect(previousLeft == 0, "add \(number): growing again before the last growth ended")
+            } else if previousLeft > 0 {
+                #expect(left == max(0, previousLeft - 8), "add \(number)")
+            }
+            previousLeft = left
+        }
+        #expect(growths >= 10)
     }
 
     /// The law: what a document does cannot depend on how its identifiers hash. The same random

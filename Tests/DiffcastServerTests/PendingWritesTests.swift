@@ -74,6 +74,15 @@ import Testing
             #expect(pending.unsentBytes == model.queuedBytes + model.inFlight, "step \(step)")
             #expect(pending.isWriting == model.isWriting, "step \(step)")
             #expect(pending.isEmpty == model.queued.isEmpty, "step \(step)")
+            // The one-buffer write's view: the bytes of the only buffer queued, else none.
+            let only = pending.onlyQueued
+            if model.queued.count == 1 {
+                let bytes = model.queued[0].bytes
+                #expect(only?.baseAddress == UnsafeRawPointer(bytes.pointer), "step \(step)")
+                #expect(only?.count == bytes.count, "step \(step)")
+            } else {
+                #expect(only == nil, "step \(step)")
+            }
             if model.queued.contains(where: \.isAnswer) {
                 #expect(pending.holdsAnswer, "step \(step): an answer is queued and would linger")
             }
