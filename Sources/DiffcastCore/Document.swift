@@ -49,8 +49,9 @@ public struct Document: Sendable {
     /// scan of its section's chunk table and of one chunk, never of the whole section (in a
     /// small document, without a directory, a scan of its few items).
     public func location(of id: Identifier) -> (section: Int, item: Int)? {
-        guard let directory else { return scanForLocation(of: id) }
-        guard let chunk = directory.candidateChunk(of: id), let sectionIndex = section(holding: chunk),
+        // Not bound to a name: a copy of the directory would count its tables up and down.
+        guard directory != nil else { return scanForLocation(of: id) }
+        guard let chunk = directory?.candidateChunk(of: id), let sectionIndex = section(holding: chunk),
             let itemIndex = snapshot.sections[sectionIndex].items.position(of: id, inChunk: chunk)
         else { return nil }
         return (sectionIndex, itemIndex)

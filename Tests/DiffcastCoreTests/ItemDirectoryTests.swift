@@ -107,6 +107,30 @@ import Testing
         #expect(growths >= 10)
     }
 
+    /// A directory is a value: a copy, taken while the original grows (its outgoing slots not
+    /// all moved), keeps what it held whatever is written to either afterwards.
+    @Test func aCopyKeepsItsEntriesWhenEitherIsWritten() {
+        var original = ItemDirectory()
+        let ids = (0..<1_000).map { Identifier("c\($0)") }
+        var added = 0
+        // Up to the first growth past 100 entries: its new table holds a few entries, and most
+        // are still in its outgoing slots.
+        while added < 100 || original.outgoingSlotsLeft == 0 {
+            original.add(ids[added], chunk: 1)
+            added += 1
+        }
+        var copy = original
+        for (number, id) in ids.prefix(added).enumerated() {
+            if number.isMultiple(of: 2) { original.move(id, to: 2) }
+            if number.isMultiple(of: 3) { copy.remove(id) }
+        }
+        for (number, id) in ids.prefix(added).enumerated() {
+            #expect(original.candidateChunk(of: id) == (number.isMultiple(of: 2) ? 2 : 1), "\(id) in the original")
+            #expect(copy.candidateChunk(of: id) == (number.isMultiple(of: 3) ? nil : 1), "\(id) in the copy")
+        }
+        #expect(original.count == added && copy.count == added - (added + 2) / 3)
+    }
+
     /// The law: what a document does cannot depend on how its identifiers hash. The same random
     /// writes go to a document with real hashes and to one whose identifiers share four hashes;
     /// every write must succeed or fail alike, and the states must stay equal.
