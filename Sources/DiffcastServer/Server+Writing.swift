@@ -215,7 +215,7 @@ extension Server {
     }
 
     /// Writes everything queued, unless a write is already in flight (its completion starts
-    /// the next one). The bytes go straight to the socket first (`uv_try_write`): when the
+    /// the next one). The bytes go straight to the socket first (`tryWrite`): when the
     /// kernel takes them all, the usual case, the write costs no request, no callback and no
     /// change of what the loop polls for. What it does not take goes to a `uv_write`.
     func startWrite(_ connection: Connection) {
