@@ -112,9 +112,13 @@ test-clients: deps
 # Scoped access (Tests/Access: every right on every transport, tokens minted by PyJWT) and the
 # deployment behind nginx with TLS, followed by Chromium (Tests/Proxy).
 WEB_PACKAGES := nodejs chromium chromium-driver nginx-light openssl
+# PyJWT 2.7 or later: Tests/Access writes its keys with `to_jwk(..., as_dict=True)`, which
+# Debian's python3-jwt (2.6) lacks.
+WEB_PYTHON_CHECK := import pytest, websocket, selenium, schemathesis, cryptography, jwt; \
+	assert tuple(int(part) for part in jwt.__version__.split(".")[:2]) >= (2, 7)
 test-web: deps
 	$(call apt_install,$(WEB_PACKAGES))
-	@python3 -c "import pytest, websocket, selenium, schemathesis, jwt, cryptography" 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium schemathesis pyjwt cryptography
+	@python3 -c '$(WEB_PYTHON_CHECK)' 2>/dev/null || python3 -m pip install -q pytest websocket-client selenium schemathesis 'pyjwt>=2.7' cryptography
 	CHECKER=$(abspath $(CHECKER)) python3 -m pytest -q -p no:cacheprovider Tests/HTTP Tests/Browser
 	python3 -m pytest -q -p no:cacheprovider Tests/Access Tests/Proxy
 	node --test clients/js/test/
