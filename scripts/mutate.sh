@@ -192,15 +192,15 @@ one-buffer-write-whatever-the-count|Sources/DiffcastServer/PendingWrites.swift| 
 one-buffer-drop-keeps-answer-flag|Sources/DiffcastServer/PendingWrites.swift|            buffers.removeLast()\n            holdsAnswer = false|            buffers.removeLast()|PendingWritesTests
 one-buffer-partial-send-taken-whole|Sources/DiffcastServer/Server+Writing.swift|            return (1, only.count, Self.send(only, to: connection.descriptor))|            return (1, only.count, max(Self.send(only, to: connection.descriptor), only.count))|DaemonTests
 catch-ups-never-asked-after-writes|Sources/DiffcastServer/Server+Writing.swift|        if connection.mayHaveLaggingSubscriptions { fanOut.requestCatchUpsIfDrained(connection) }|        if Bool(false), connection.mayHaveLaggingSubscriptions { fanOut.requestCatchUpsIfDrained(connection) }|DaemonTests
-outgoing-moved-copies-taken|Sources/DiffcastCore/ItemDirectory.swift|let index = Self.index(of: hash, in: outgoing.slots), index >= outgoingMoved {|let index = Self.index(of: hash, in: outgoing.slots), index >= 0 {|ItemDirectoryTests
+outgoing-moved-copies-taken|Sources/DiffcastCore/ItemDirectory.swift|let index = Self.index(of: hash, in: outgoing.slots), index >= outgoingMoved else {|let index = Self.index(of: hash, in: outgoing.slots), index >= 0 else {|ItemDirectoryTests
 outgoing-removal-frees-slot|Sources/DiffcastCore/ItemDirectory.swift|            outgoing?.slots[index] = Slot(hash: Self.removed, chunk: 0)|            outgoing?.slots[index] = Slot(hash: Self.free, chunk: 0)|ItemDirectoryTests
-outgoing-never-looked-up|Sources/DiffcastCore/ItemDirectory.swift|        if let outgoing, let index = Self.index(of: hash, in: outgoing.slots)|        if Bool(false), let outgoing, let index = Self.index(of: hash, in: outgoing.slots)|ItemDirectoryTests
+outgoing-never-looked-up|Sources/DiffcastCore/ItemDirectory.swift|        return outgoingIndex(of: hash).map(Place.outgoing)|        return nil|ItemDirectoryTests
 growth-moves-everything-at-once|Sources/DiffcastCore/ItemDirectory.swift|        table = Storage(count: size)\n        moveOutgoing(Self.slotsMovedPerAdd)|        table = Storage(count: size)\n        moveOutgoing(outgoing?.slots.count ?? 0)|ItemDirectoryTests
 growth-moves-nothing-per-add|Sources/DiffcastCore/ItemDirectory.swift|        } else if outgoing != nil {\n            moveOutgoing(Self.slotsMovedPerAdd)|        } else if Bool(false) {\n            moveOutgoing(Self.slotsMovedPerAdd)|ItemDirectoryTests
 slot-hash-one-taken-as-removed|Sources/DiffcastCore/ItemDirectory.swift|        bits <= removed ? 2 : bits|        bits == free ? 2 : bits|ItemDirectoryTests
 directory-copy-shares-written-slots|Sources/DiffcastCore/ItemDirectory.swift|        if !isKnownUniquelyReferenced(&table) { table = Storage(copying: table) }|        if Bool(false) { table = Storage(copying: table) }|ItemDirectoryTests
 directory-copy-shares-outgoing-slots|Sources/DiffcastCore/ItemDirectory.swift|        if outgoing != nil, !isKnownUniquelyReferenced(&outgoing), let shared = outgoing {|        if Bool(false), let shared = outgoing {|ItemDirectoryTests
-directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if let outgoing, Self.index(of: hash, in: outgoing.slots).map({ $0 >= outgoingMoved }) == true {|        if Bool(false), let outgoing, Self.index(of: hash, in: outgoing.slots).map({ $0 >= outgoingMoved }) == true {|ItemDirectoryTests
+directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if outgoingIndex(of: hash) != nil { return addToOverflow(id, chunk: chunk) }|        if Bool(false), outgoingIndex(of: hash) != nil { return addToOverflow(id, chunk: chunk) }|ItemDirectoryTests
 EOF
 )
 

@@ -128,9 +128,7 @@ import Glibc
             if slots[index].hash == hash { return addToOverflow(id, chunk: chunk) }
             index = Self.successor(index, in: slots.count)
         }
-        if let outgoing, Self.index(of: hash, in: outgoing.slots).map({ $0 >= outgoingMoved }) == true {
-            return addToOverflow(id, chunk: chunk)
-        }
+        if outgoingIndex(of: hash) != nil { return addToOverflow(id, chunk: chunk) }
         slots[index] = Slot(hash: hash, chunk: chunk)
         return true
     }
@@ -184,12 +182,16 @@ import Glibc
 
     private func place(of hash: UInt64) -> Place? {
         if let index = Self.index(of: hash, in: table.slots) { return .inTable(index) }
-        // A match among the outgoing slots already moved is a stale copy: the entry is in
-        // `table` now, or was removed since.
-        if let outgoing, let index = Self.index(of: hash, in: outgoing.slots), index >= outgoingMoved {
-            return .outgoing(index)
+        return outgoingIndex(of: hash).map(Place.outgoing)
+    }
+
+    /// The outgoing slot not moved yet that holds `hash`. A match among the outgoing slots
+    /// already moved is a stale copy: the entry is in `table` now, or was removed since.
+    private func outgoingIndex(of hash: UInt64) -> Int? {
+        guard let outgoing, let index = Self.index(of: hash, in: outgoing.slots), index >= outgoingMoved else {
+            return nil
         }
-        return nil
+        return index
     }
 
     /// Gives this directory slots of its own before it writes to them (a copy of a directory
