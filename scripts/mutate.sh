@@ -24,7 +24,7 @@ mutants=$(cat <<'EOF'
 constant-digest|Sources/DiffcastCore/Digest.swift|        value = part.value\n    }\n\n    /// The digest of plain values|        value = 0\n    }\n\n    /// The digest of plain values|DiffcastCoreTests|DiffcastWireTests
 every-survivor-moved|Sources/DiffcastCore/LongestIncreasingSubsequence.swift|        members[position] = true|        members[position] = false|DiffcastCoreTests
 unsorted-lists|Sources/DiffcastCore/Changeset.swift|    public mutating func sortLists() {|    public mutating func sortLists() {\n        if Bool(true) { return }|DiffcastCoreTests
-unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)|        lhs.text == rhs.text|DiffcastCoreTests|DiffcastWireTests
+unicode-equivalent-ids-merged|Sources/DiffcastCore/Identifier.swift|        lhs.bytesHash == rhs.bytesHash\n            && (UTF8Bytes.sameRepresentation(lhs.text, rhs.text) || UTF8Bytes.equal(lhs.text, rhs.text))|        lhs.text == rhs.text|DiffcastCoreTests|DiffcastWireTests
 accept-unknown-keys|Sources/DiffcastWire/RequestDecoder.swift|        for member in object.members where !allowed|        for member in object.members where Bool(false) && !allowed|DiffcastWireTests
 escaped-slash-taken-as-canonical|Sources/DiffcastWire/JSONParser.swift|                decoded.append(byte)\n                return false|                decoded.append(byte)\n                return true|DiffcastWireTests
 compact-append-takes-any-name|Sources/DiffcastWire/CompactAppendReader.swift|                CollectionName.isValid(utf8: UnsafeBufferPointer(rebasing: line[start..<end]))|                Bool(true)|DiffcastWireTests
@@ -95,7 +95,7 @@ written-bytes-still-counted|Sources/DiffcastServer/PendingWrites.swift|        q
 written-buffers-kept|Sources/DiffcastServer/PendingWrites.swift|            buffers.removeFirst(count)|            _ = count|PendingWritesTests|FanOutTests|DaemonTests
 answer-flag-lost|Sources/DiffcastServer/PendingWrites.swift|        if isAnswer { holdsAnswer = true }|        _ = isAnswer|PendingWritesTests|FanOutTests
 write-never-finished|Sources/DiffcastServer/PendingWrites.swift|        bytesInFlight -= bytes\n        isWriting = false|        bytesInFlight -= bytes|PendingWritesTests|DaemonTests
-same-text-by-first-word|Sources/DiffcastCore/Identifier.swift|            unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)|            unsafeBitCast(lhs, to: (UInt64, UInt64).self).0 == unsafeBitCast(rhs, to: (UInt64, UInt64).self).0|DiffcastCoreTests
+same-text-by-first-word|Sources/DiffcastCore/Identifier.swift|            && unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)|            && unsafeBitCast(lhs, to: (UInt64, UInt64).self).0 == unsafeBitCast(rhs, to: (UInt64, UInt64).self).0|DiffcastCoreTests
 runs-all-start-at-the-range|Sources/DiffcastCore/ItemList.swift|                body(position, UnsafeBufferPointer(rebasing: items[offset..<end]))|                body(range.lowerBound, UnsafeBufferPointer(rebasing: items[offset..<end]))|ItemListTests
 full-diff-claims-twice|Sources/DiffcastCore/Differ.swift|                claimed[rank] = true|                claimed[rank] = false|DiffcastCoreTests
 unmoved-sections-data-unseen|Sources/DiffcastCore/Differ.swift|            for index in new.sections.indices where old.sections[index].data != new.sections[index].data {|            for index in new.sections.indices where Bool(false) {|DiffcastCoreTests
@@ -200,7 +200,13 @@ growth-moves-nothing-per-add|Sources/DiffcastCore/ItemDirectory.swift|        } 
 slot-hash-one-taken-as-removed|Sources/DiffcastCore/ItemDirectory.swift|        bits <= removed ? 2 : bits|        bits == free ? 2 : bits|ItemDirectoryTests
 directory-copy-shares-written-slots|Sources/DiffcastCore/ItemDirectory.swift|        if !isKnownUniquelyReferenced(&table) { table = Storage(copying: table) }|        if Bool(false) { table = Storage(copying: table) }|ItemDirectoryTests
 directory-copy-shares-outgoing-slots|Sources/DiffcastCore/ItemDirectory.swift|        if outgoing != nil, !isKnownUniquelyReferenced(&outgoing), let shared = outgoing {|        if Bool(false), let shared = outgoing {|ItemDirectoryTests
-directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if outgoingIndex(of: hash) != nil { return addToOverflow(id, chunk: chunk) }|        if Bool(false), outgoingIndex(of: hash) != nil { return addToOverflow(id, chunk: chunk) }|ItemDirectoryTests
+directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if outgoingIndex(of: hash) != nil { return false }|        if Bool(false), outgoingIndex(of: hash) != nil { return false }|ItemDirectoryTests
+directory-same-hash-overwritten|Sources/DiffcastCore/ItemDirectory.swift|            if slots[index].hash == hash { return false }|            if slots[index].hash == hash { break }|ItemDirectoryTests
+directory-colliding-add-uncounted|Sources/DiffcastCore/ItemDirectory.swift|        count += 1\n        overflow[id] = chunk|        overflow[id] = chunk|ItemDirectoryTests
+apply-colliding-item-dropped|Sources/DiffcastCore/Document+Sections.swift|                    table.addColliding(id, chunk: chunk)\n|\n|ItemDirectoryTests
+index-colliding-item-dropped|Sources/DiffcastCore/Document+Indexes.swift|                if !table.add(hashBits: hashBits, chunk: chunk) { table.addColliding(identifier(), chunk: chunk) }|                _ = table.add(hashBits: hashBits, chunk: chunk)|ItemDirectoryTests
+hash-walk-ahead-skipped|Sources/DiffcastCore/ItemList.swift|                    if index + aheadDistance < items.count { ahead(|                    if Bool(false), index + aheadDistance < items.count { ahead(|ItemListTests
+hash-walk-chunk-start-not-announced|Sources/DiffcastCore/ItemList.swift|                for index in items.indices.prefix(aheadDistance) { ahead(items[index].id.hashBits) }\n|\n|ItemListTests
 EOF
 )
 

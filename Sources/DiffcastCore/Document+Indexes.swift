@@ -35,7 +35,11 @@ extension Document {
         else { return }
         var table = ItemDirectory(capacity: snapshot.itemCount)
         for section in snapshot.sections {
-            section.items.forEachPlacement { id, chunk in table.add(id, chunk: chunk) }
+            section.items.forEachHashPlacement(
+                aheadDistance: IdentifierTable.prefetchDistance, ahead: { table.prefetch(hash: $0) }
+            ) { hashBits, chunk, identifier in
+                if !table.add(hashBits: hashBits, chunk: chunk) { table.addColliding(identifier(), chunk: chunk) }
+            }
         }
         undo?.directoryChanges.append(.replaced(nil))
         directory = table

@@ -19,17 +19,15 @@ extension Document {
         if !Self.isSmall(sections: inputs.count, items: itemCount) {
             var table = ItemDirectory(capacity: itemCount)
             for section in sections where duplicate == nil {
-                var ahead = ItemList.Cursor(section.items, at: IdentifierTable.prefetchDistance)
-                section.items.forEachPlacement { id, chunk in
-                    if !ahead.atEnd {
-                        table.prefetch(hash: ahead.hashBits)
-                        ahead.advance()
-                    }
+                section.items.forEachHashPlacement(
+                    aheadDistance: IdentifierTable.prefetchDistance, ahead: { table.prefetch(hash: $0) }
+                ) { hashBits, chunk, identifier in
+                    guard !table.add(hashBits: hashBits, chunk: chunk) else { return }
                     // A shared hash is a duplicate or (in practice never) two identifiers with one
                     // hash: counting says which.
-                    if !table.add(id, chunk: chunk), duplicate == nil,
-                        Self.occurrences(of: id, in: sections, atLeast: 2)
-                    {
+                    let id = identifier()
+                    table.addColliding(id, chunk: chunk)
+                    if duplicate == nil, Self.occurrences(of: id, in: sections, atLeast: 2) {
                         duplicate = id
                     }
                 }

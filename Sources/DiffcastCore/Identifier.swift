@@ -50,7 +50,8 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
     var hashBits: UInt64 { UInt64(truncatingIfNeeded: bytesHash) }
 
     public static func == (lhs: Identifier, rhs: Identifier) -> Bool {
-        lhs.bytesHash == rhs.bytesHash && UTF8Bytes.equal(lhs.text, rhs.text)
+        lhs.bytesHash == rhs.bytesHash
+            && (UTF8Bytes.sameRepresentation(lhs.text, rhs.text) || UTF8Bytes.equal(lhs.text, rhs.text))
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -75,27 +76,38 @@ public struct Identifier: Hashable, Comparable, Sendable, CustomStringConvertibl
 
 /// Byte-wise comparisons of strings, which `String`'s own operators do not offer.
 public enum UTF8Bytes {
+    /// Whether the two strings are the same two words: the same storage, or the same small
+    /// (inline) string, and so the same bytes. It reads no byte of either: a snapshot's
+    /// unchanged items share their strings with the version before, and a million-item diff
+    /// then leaves their texts out of the cache (as `String.==` does). Inlined, so that a
+    /// caller reading its strings in place (from an item buffer) makes no call and no copy.
+    /// A 64-bit platform's `String` is two words; elsewhere the bytes decide.
+    @inline(__always)
+    public static func sameRepresentation(_ lhs: String, _ rhs: String) -> Bool {
+        MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size
+            && unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
+    }
+
+    /// Whether the two strings hold the same UTF-8 bytes.
+    ///
+    /// It neither retains nor releases: `@_effects(readonly)` tells the optimizer so, and a
+    /// caller that reads the strings in place (a diff, from the item buffers of two snapshots)
+    /// passes them without copying them; without it, every comparison of a diff retained and
+    /// released both items' texts (the shared refcount traffic was most of a full diff's time).
+    /// The closures capture the parameters, not `utf8` views of them, for the same reason:
+    /// a captured view is a copy, retained around the comparison.
+    @_effects(readonly)
     public static func equal(_ lhs: String, _ rhs: String) -> Bool {
-        // The same storage (or the same small string) is the same bytes, found without reading
-        // them: a snapshot's unchanged items share their strings with the version before, and
-        // a million-item diff then leaves their texts out of the cache (as `String.==` does).
-        // A 64-bit platform's `String` is two words; elsewhere the bytes decide.
-        if MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size,
-            unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
-        {
-            return true
-        }
-        let left = lhs.utf8
-        let right = rhs.utf8
-        guard left.count == right.count else { return false }
-        let fast = left.withContiguousStorageIfAvailable { leftBytes in
-            right.withContiguousStorageIfAvailable { rightBytes in
+        if sameRepresentation(lhs, rhs) { return true }
+        guard lhs.utf8.count == rhs.utf8.count else { return false }
+        let fast: Bool?? = lhs.utf8.withContiguousStorageIfAvailable { leftBytes -> Bool? in
+            rhs.utf8.withContiguousStorageIfAvailable { rightBytes -> Bool in
                 guard let left = leftBytes.baseAddress, let right = rightBytes.baseAddress else { return true }
                 return memcmp(left, right, leftBytes.count) == 0
             }
         }
         if let fast, let result = fast { return result }
-        return left.elementsEqual(right)
+        return lhs.utf8.elementsEqual(rhs.utf8)
     }
 
     public static func less(_ lhs: String, _ rhs: String) -> Bool {

@@ -78,12 +78,6 @@ struct ItemBuffer: RandomAccessCollection, @unchecked Sendable {
         }
     }
 
-    /// The hash of the identifier at `position`, read in place without copying the item.
-    func hashBits(at position: Int) -> UInt64 {
-        precondition(position >= 0 && position < count, "item index out of range")
-        return storage.withUnsafeMutablePointerToElements { $0[position].id.hashBits }
-    }
-
     func withContiguousStorageIfAvailable<Result>(
         _ body: (UnsafeBufferPointer<Item>) throws -> Result
     ) rethrows -> Result? {

@@ -37,8 +37,6 @@ extension ItemList {
         var id: Identifier { list.chunks[chunk].items[offset].id }
         var data: JSONText? { list.chunks[chunk].items[offset].data }
         var atChunkStart: Bool { offset == 0 && !atEnd }
-        /// The item's identifier hash, read in place (a copy of the identifier retains its text).
-        var hashBits: UInt64 { list.chunks[chunk].items.hashBits(at: offset) }
         var currentChunk: Chunk { list.chunks[chunk] }
 
         mutating func advance() {

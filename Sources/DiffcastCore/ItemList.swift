@@ -226,6 +226,29 @@ public struct ItemList: RandomAccessCollection, Sendable {
         return starts[chunk] + offset
     }
 
+    /// Calls `body` with every item's identifier hash (`Identifier.hashBits`), the chunk it is
+    /// in, and a function that reads its identifier; and `ahead` with the hash of the item
+    /// `aheadDistance` places later in the same chunk (at a chunk's start, with those of its
+    /// first `aheadDistance` items), for a caller that prefetches what it will look up.
+    ///
+    /// The items are read in place: a caller that needs an identifier only now and then (an
+    /// id shared by two items) copies no other, where a copy retains and releases the
+    /// identifier's text, most of a long walk's time.
+    func forEachHashPlacement(
+        aheadDistance: Int, ahead: (_ hashBits: UInt64) -> Void,
+        _ body: (_ hashBits: UInt64, ChunkID, _ identifier: () -> Identifier) -> Void
+    ) {
+        for chunk in chunks {
+            chunk.items.withUnsafeBufferPointer { items in
+                for index in items.indices.prefix(aheadDistance) { ahead(items[index].id.hashBits) }
+                for index in items.indices {
+                    if index + aheadDistance < items.count { ahead(items[index + aheadDistance].id.hashBits) }
+                    body(items[index].id.hashBits, chunk.id, { items[index].id })
+                }
+            }
+        }
+    }
+
     /// Calls `body` with every item's identifier and the chunk it is in.
     func forEachPlacement(_ body: (Identifier, ChunkID) -> Void) {
         for chunk in chunks {

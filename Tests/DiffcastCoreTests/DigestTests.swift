@@ -26,6 +26,14 @@ import Testing
         #expect(UTF8Bytes.equal("abcdefgh1", "abcdefgh" + String(1)))
         #expect(!UTF8Bytes.equal("abcdefgh1", "abcdefgh2"))
         #expect(!UTF8Bytes.equal("e\u{301}", "\u{e9}"))
+        // A short text in a long string's storage and the same text kept inline: two
+        // representations, one text.
+        var shortInStorage = String(repeating: "x", count: 40)
+        shortInStorage.removeLast(35)
+        #expect(UTF8Bytes.equal(shortInStorage, "xxxxx") && UTF8Bytes.equal("xxxxx", shortInStorage))
+        #expect(!UTF8Bytes.equal(shortInStorage, "xxxxy"))
+        #expect(Identifier(shortInStorage) == Identifier("xxxxx"))
+        #expect(JSONText(canonical: shortInStorage) == JSONText(canonical: "xxxxx"))
     }
 
     /// D(XY) = D(X)·B^|Y| + D(Y) mod P for random token sequences split at random points,

@@ -4,6 +4,45 @@ import Testing
 @testable import DiffcastCore
 
 @Suite struct ItemListTests {
+    /// The walk of a whole `apply` visits every item once, in order, in place (the hash, the
+    /// chunk and the identifier forEachPlacement gives), and calls `ahead` with the hash of the
+    /// item `distance` places on in the same chunk before each body: so, in a chunk of n items,
+    /// the body of the item at offset o comes after min(n, o + distance + 1) of the chunk's
+    /// `ahead` calls, and the `ahead` calls are the items' hashes in order.
+    @Test(arguments: [0, 1, 16, 600])
+    func theHashWalkVisitsEveryItemOnceWithItsAheadCallsFirst(distance: Int) {
+        var list = ItemList((0..<1500).map { Item(id: "i\($0)") })
+        // Splits leave chunks of uneven sizes (and a short one at the end).
+        _ = list.insert(contentsOf: (0..<700).map { Item(id: "n\($0)") }, at: 300)
+        var expected: [(UInt64, ItemList.ChunkID, Identifier)] = []
+        list.forEachPlacement { expected.append(($0.hashBits, $1, $0)) }
+        var chunkSizes: [ItemList.ChunkID: Int] = [:]
+        for (_, chunk, _) in expected { chunkSizes[chunk, default: 0] += 1 }
+
+        var aheadHashes: [UInt64] = []
+        var visited: [(UInt64, ItemList.ChunkID, Identifier)] = []
+        var currentChunk: ItemList.ChunkID?
+        var offset = 0
+        list.forEachHashPlacement(aheadDistance: distance, ahead: { aheadHashes.append($0) }) {
+            hash, chunk, identifier in
+            if chunk != currentChunk {
+                currentChunk = chunk
+                offset = 0
+            }
+            // Every earlier chunk's items were each announced once; of this chunk's, those up to
+            // `distance` past this one.
+            let size = chunkSizes[chunk] ?? 0
+            #expect(
+                aheadHashes.count - visited.count == min(size, offset + distance + 1) - offset,
+                "item \(visited.count)")
+            visited.append((hash, chunk, identifier()))
+            offset += 1
+        }
+        #expect(visited.count == expected.count)
+        #expect(zip(visited, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 && $0.2 == $1.2 })
+        #expect(aheadHashes == expected.map(\.0))
+    }
+
     /// Random inserts (large enough to split chunks, and appends), removals and data changes, checked after
     /// every step against a plain array: contents, random access, every item's chunk, and the digest.
     @Test func itBehavesLikeAnArrayAcrossSplitsAndRemovals() {
