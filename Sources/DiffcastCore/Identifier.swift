@@ -90,12 +90,13 @@ public enum UTF8Bytes {
 
     /// Whether the two strings hold the same UTF-8 bytes.
     ///
-    /// It neither retains nor releases: `@_effects(readonly)` tells the optimizer so, and a
+    /// It neither retains nor releases, and `@_effects(readonly)` tells the optimizer so: a
     /// caller that reads the strings in place (a diff, from the item buffers of two snapshots)
-    /// passes them without copying them; without it, every comparison of a diff retained and
-    /// released both items' texts (the shared refcount traffic was most of a full diff's time).
-    /// The closures capture the parameters, not `utf8` views of them, for the same reason:
-    /// a captured view is a copy, retained around the comparison.
+    /// then passes them without copying them. Otherwise every comparison of a diff would retain
+    /// and release both items' texts, atomic writes to memory the diff does not otherwise need,
+    /// which would be most of a full diff's time. The closures capture the parameters, not
+    /// `utf8` views of them, for the same reason: a captured view is a copy, retained around
+    /// the comparison.
     @_effects(readonly)
     public static func equal(_ lhs: String, _ rhs: String) -> Bool {
         if sameRepresentation(lhs, rhs) { return true }
