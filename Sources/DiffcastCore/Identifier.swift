@@ -83,7 +83,7 @@ public enum UTF8Bytes {
     /// caller reading its strings in place (from an item buffer) makes no call and no copy.
     /// A 64-bit platform's `String` is two words; elsewhere the bytes decide.
     @inline(__always)
-    public static func sameRepresentation(_ lhs: String, _ rhs: String) -> Bool {
+    static func sameRepresentation(_ lhs: String, _ rhs: String) -> Bool {
         MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size
             && unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
     }
