@@ -200,11 +200,11 @@ growth-moves-nothing-per-add|Sources/DiffcastCore/ItemDirectory.swift|        } 
 slot-hash-one-taken-as-removed|Sources/DiffcastCore/ItemDirectory.swift|        bits <= removed ? 2 : bits|        bits == free ? 2 : bits|ItemDirectoryTests
 directory-copy-shares-written-slots|Sources/DiffcastCore/ItemDirectory.swift|        if !isKnownUniquelyReferenced(&table) { table = Storage(copying: table) }|        if Bool(false) { table = Storage(copying: table) }|ItemDirectoryTests
 directory-copy-shares-outgoing-slots|Sources/DiffcastCore/ItemDirectory.swift|        if outgoing != nil, !isKnownUniquelyReferenced(&outgoing), let shared = outgoing {|        if Bool(false), let shared = outgoing {|ItemDirectoryTests
-directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if outgoingIndex(of: hash) != nil { return false }|        if Bool(false), outgoingIndex(of: hash) != nil { return false }|ItemDirectoryTests
-directory-same-hash-overwritten|Sources/DiffcastCore/ItemDirectory.swift|            if slots[index].hash == hash { return false }|            if slots[index].hash == hash { break }|ItemDirectoryTests
-directory-colliding-add-uncounted|Sources/DiffcastCore/ItemDirectory.swift|        count += 1\n        overflow[id] = chunk|        overflow[id] = chunk|ItemDirectoryTests
-apply-colliding-item-dropped|Sources/DiffcastCore/Document+Sections.swift|                    table.addColliding(id, chunk: chunk)\n|\n|ItemDirectoryTests
-index-colliding-item-dropped|Sources/DiffcastCore/Document+Indexes.swift|                if !table.add(hashBits: hashBits, chunk: chunk) { table.addColliding(identifier(), chunk: chunk) }|                _ = table.add(hashBits: hashBits, chunk: chunk)|ItemDirectoryTests
+directory-add-misses-outgoing-holder|Sources/DiffcastCore/ItemDirectory.swift|        if outgoingIndex(of: hash) != nil { return addToOverflow(identifier(), chunk: chunk) }|        if Bool(false), outgoingIndex(of: hash) != nil { return addToOverflow(identifier(), chunk: chunk) }|ItemDirectoryTests
+directory-same-hash-overwritten|Sources/DiffcastCore/ItemDirectory.swift|            if slots[index].hash == hash { return addToOverflow(identifier(), chunk: chunk) }|            if slots[index].hash == hash { break }|ItemDirectoryTests
+directory-colliding-item-dropped|Sources/DiffcastCore/ItemDirectory.swift|        overflow[id] = chunk\n        return false|        _ = id\n        return false|ItemDirectoryTests
+apply-collision-taken-as-duplicate|Sources/DiffcastCore/Document+Sections.swift|                        Self.occurrences(of: identifier(), in: sections, atLeast: 2)|                        Bool(true)|ItemDirectoryTests
+index-colliding-item-dropped|Sources/DiffcastCore/Document+Indexes.swift|                table.add(hashBits: hashBits, chunk: chunk, identifier: identifier)|                _ = table.add(hashBits: hashBits, chunk: chunk) { Identifier("") }|ItemDirectoryTests
 hash-walk-ahead-skipped|Sources/DiffcastCore/ItemList.swift|                    if index + aheadDistance < items.count { ahead(|                    if Bool(false), index + aheadDistance < items.count { ahead(|ItemListTests
 hash-walk-chunk-start-not-announced|Sources/DiffcastCore/ItemList.swift|                for index in items.indices.prefix(aheadDistance) { ahead(items[index].id.hashBits) }\n|\n|ItemListTests
 EOF

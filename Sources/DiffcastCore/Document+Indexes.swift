@@ -38,7 +38,7 @@ extension Document {
             section.items.forEachHashPlacement(
                 aheadDistance: IdentifierTable.prefetchDistance, ahead: { table.prefetch(hash: $0) }
             ) { hashBits, chunk, identifier in
-                if !table.add(hashBits: hashBits, chunk: chunk) { table.addColliding(identifier(), chunk: chunk) }
+                table.add(hashBits: hashBits, chunk: chunk, identifier: identifier)
             }
         }
         undo?.directoryChanges.append(.replaced(nil))

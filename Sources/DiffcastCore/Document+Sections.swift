@@ -22,13 +22,12 @@ extension Document {
                 section.items.forEachHashPlacement(
                     aheadDistance: IdentifierTable.prefetchDistance, ahead: { table.prefetch(hash: $0) }
                 ) { hashBits, chunk, identifier in
-                    guard !table.add(hashBits: hashBits, chunk: chunk) else { return }
                     // A shared hash is a duplicate or (in practice never) two identifiers with one
                     // hash: counting says which.
-                    let id = identifier()
-                    table.addColliding(id, chunk: chunk)
-                    if duplicate == nil, Self.occurrences(of: id, in: sections, atLeast: 2) {
-                        duplicate = id
+                    if !table.add(hashBits: hashBits, chunk: chunk, identifier: identifier), duplicate == nil,
+                        Self.occurrences(of: identifier(), in: sections, atLeast: 2)
+                    {
+                        duplicate = identifier()
                     }
                 }
             }

@@ -113,42 +113,39 @@ import Glibc
     /// sure `id` is new checks that case.
     @discardableResult
     mutating func add(_ id: Identifier, chunk: ItemList.ChunkID) -> Bool {
-        if add(hashBits: id.hashBits, chunk: chunk) { return true }
-        addColliding(id, chunk: chunk)
-        return false
+        add(hashBits: id.hashBits, chunk: chunk) { id }
     }
 
-    /// Records `chunk` for the identifier with hash `hashBits` (`Identifier.hashBits`), which
-    /// has no entry, unless another identifier holds a slot with that hash: then it records
-    /// nothing, returns false, and the caller hands the identifier to `addColliding`. A caller
+    /// `add(_:chunk:)` for the identifier with hash `hashBits` (`Identifier.hashBits`), which
+    /// `identifier` reads only when another identifier holds a slot with that hash. A caller
     /// walking a long run of items in place (a whole `apply`) so adds them without copying
     /// their identifiers, which would retain and release each one's text.
-    mutating func add(hashBits: UInt64, chunk: ItemList.ChunkID) -> Bool {
+    @discardableResult
+    mutating func add(hashBits: UInt64, chunk: ItemList.ChunkID, identifier: () -> Identifier) -> Bool {
         makeUnique()
         if (count + 1) * 10 > table.slots.count * 7 {
             grow(to: Self.slotCount(for: 2 * (count + 1)))
         } else if outgoing != nil {
             moveOutgoing(Self.slotsMovedPerAdd)
         }
+        count += 1
         let hash = Self.slotHash(hashBits)
         // One probe of the table finds the hash there or the free slot where it goes.
         let slots = table.slots
         var index = Self.home(hash, in: slots.count)
         while slots[index].hash != Self.free {
-            if slots[index].hash == hash { return false }
+            if slots[index].hash == hash { return addToOverflow(identifier(), chunk: chunk) }
             index = Self.successor(index, in: slots.count)
         }
-        if outgoingIndex(of: hash) != nil { return false }
-        count += 1
+        if outgoingIndex(of: hash) != nil { return addToOverflow(identifier(), chunk: chunk) }
         slots[index] = Slot(hash: hash, chunk: chunk)
         return true
     }
 
-    /// Records `chunk` for `id`, which has no entry, by identifier: `add(hashBits:chunk:)`
-    /// found another identifier holding a slot with its hash.
-    mutating func addColliding(_ id: Identifier, chunk: ItemList.ChunkID) {
-        count += 1
+    /// Keeps `id` by identifier: another identifier holds a slot with its hash.
+    private mutating func addToOverflow(_ id: Identifier, chunk: ItemList.ChunkID) -> Bool {
         overflow[id] = chunk
+        return false
     }
 
     /// Records `chunk` for `id`, which has an entry.
