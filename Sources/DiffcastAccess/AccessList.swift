@@ -38,9 +38,11 @@ public struct AccessList: Sendable, Equatable {
     public var allowsEveryone: Bool { userIDs.isEmpty && groupIDs.isEmpty }
 
     /// Whether a peer with these credentials may: root always may, and so does anyone when the
-    /// list is empty.
-    public func allows(userID: UInt32, groupIDs peerGroups: Set<UInt32>) -> Bool {
-        allowsEveryone || userID == 0 || userIDs.contains(userID) || !groupIDs.isDisjoint(with: peerGroups)
+    /// list is empty. The peer's groups are asked for only when the list names a group and its
+    /// user is not let in already: they are a lookup in the group database.
+    public func allows(userID: UInt32, groupIDs peerGroups: () -> Set<UInt32>) -> Bool {
+        if allowsEveryone || userID == 0 || userIDs.contains(userID) { return true }
+        return !groupIDs.isEmpty && !groupIDs.isDisjoint(with: peerGroups())
     }
 }
 

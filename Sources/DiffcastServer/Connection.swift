@@ -19,7 +19,7 @@ final class Connection: WriteScheduled, Identifiable {
     /// (`CompactEvents`), as the page asked when it connected.
     var eventForm: EventForm = .full
     /// Subscriptions of this connection by collection name.
-    var subscriptions: [String: Subscription] = [:]
+    var subscriptions = SubscriptionTable()
     /// Whether a subscription may be `lagging` (awaiting the request of its catch-up): set by
     /// `FanOut` whenever it stores one, cleared when it requests their catch-ups. False is exact,
     /// so the check after every write costs a flag, not a walk of `subscriptions`.
@@ -187,21 +187,11 @@ final class Connection: WriteScheduled, Identifiable {
     }
 
     /// Moves the whole subscription to `name` from `from` to `to` (`Subscription.advance`), or
-    /// nil when the connection follows no such collection. A connection that follows one
-    /// collection, as most do, compares that name and hashes nothing: a dictionary access
-    /// would hash the name once per subscriber and version.
+    /// nil when the connection follows no such collection.
     func advanceSubscription(
         to name: String, from: UInt64, to version: UInt64, withinUnsentLimit: Bool
     ) -> Subscription.Advance? {
-        let index: [String: Subscription].Index
-        if subscriptions.count == 1 {
-            index = subscriptions.startIndex
-            guard subscriptions.keys[index] == name else { return nil }
-        } else {
-            guard let found = subscriptions.index(forKey: name) else { return nil }
-            index = found
-        }
-        return subscriptions.values[index].advance(from: from, to: version, withinUnsentLimit: withinUnsentLimit)
+        subscriptions.advance(name, from: from, to: version, withinUnsentLimit: withinUnsentLimit)
     }
 
     /// Queues the same answer to `requests` requests in turn: on a socket as one buffer of

@@ -292,7 +292,7 @@ final class FanOut {
 
     /// Ends every subscription of a connection that is going away.
     func removeSubscriptions(of connection: Connection) {
-        for name in Array(connection.subscriptions.keys) {
+        for name in connection.subscriptions.names {
             removeSubscription(of: connection, to: name, tellingTheEngine: true)
         }
     }

@@ -2,11 +2,11 @@ import CLibUV
 import CSystem
 import Glibc
 
-/// Who is at the other end of a Unix socket, as the kernel says (`SO_PEERCRED`), with the
-/// supplementary groups of that user.
+/// Who is at the other end of a Unix socket, as the kernel says (`SO_PEERCRED`).
 struct PeerCredentials: Sendable, Equatable {
     var userID: UInt32
-    var groupIDs: Set<UInt32>
+    /// The primary group the peer's process runs with.
+    var groupID: UInt32
 
     /// The credentials of a connected Unix stream, or nil for other streams.
     init?(stream: UnsafeMutableRawPointer) {
@@ -16,13 +16,24 @@ struct PeerCredentials: Sendable, Equatable {
         var group: gid_t = 0
         guard dc_peer_credentials(descriptor, &user, &group) == 0 else { return nil }
         userID = user
-        groupIDs = [group]
-        if let account = getpwuid(user) {
-            var count: Int32 = 64
-            var groups = [gid_t](repeating: 0, count: Int(count))
-            if getgrouplist(account.pointee.pw_name, group, &groups, &count) >= 0 {
-                groupIDs.formUnion(groups.prefix(Int(count)))
-            }
+        groupID = group
+    }
+
+    /// The primary group and the user's supplementary groups, as the group database says now.
+    /// Looked up only when an access list names groups (`AccessList.allows`), when the peer
+    /// connects and at each reload: a connection keeps no copy, so thousands of subscribers
+    /// cost no set each, and a reload sees the groups as they are then.
+    func groupIDs() -> Set<UInt32> {
+        var groupIDs: Set<UInt32> = [groupID]
+        guard let account = getpwuid(userID) else { return groupIDs }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(account.pointee.pw_name, groupID, &groups, &count) < 0, count > Int32(groups.count) {
+            // More groups than room: `count` now says how many.
+            groups = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(account.pointee.pw_name, groupID, &groups, &count) >= 0 else { return groupIDs }
         }
+        groupIDs.formUnion(groups.prefix(Int(max(0, min(count, Int32(groups.count))))))
+        return groupIDs
     }
 }

@@ -229,7 +229,7 @@ extension Server {
     /// cover; an event stream then ends too (its client reconnects with a fresh token).
     func endUncoveredSubscriptions(of connection: Connection, because reason: String) {
         var ended = false
-        for name in connection.subscriptions.keys.sorted() where !connection.holder.may(.read, name) {
+        for name in connection.subscriptions.names.sorted() where !connection.holder.may(.read, name) {
             let message = "\(reason): '\(name)' may no longer be read (auth again, then subscribe with since and epoch)"
             logDenial(op: "subscription", collection: name, reason: message, on: connection)
             fanOut.revoke(connection, from: name, message: message)

@@ -48,6 +48,27 @@ import Testing
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
 
+    /// A list that names a group lets in a peer whose process runs in it, whatever its user;
+    /// the same user in another group is refused.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
+    func aPublisherIsAllowedByItsGroup() throws {
+        let daemon = try Daemon(arguments: ["--publishers", "gid:4243"])
+        chmod(daemon.socketPath, 0o666)
+        chmod(daemon.directory.path, 0o755)
+        func errorCodeOfAWrite(inGroup group: UInt32) throws -> String? {
+            let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 65534, group: group, options: ["-N"])
+            netcat.send(#"append_sections x {"sections":[{"id":"s\#(group)"}]}"# + "\n")
+            try netcat.closeInput()
+            while true {
+                let response = try netcat.reader.next()
+                if response["ok"] != nil { return response["error"]?["code"]?.string }
+            }
+        }
+        #expect(try errorCodeOfAWrite(inGroup: 65534) == "unauthorized")
+        #expect(try errorCodeOfAWrite(inGroup: 4243) == nil)
+        #expect(try Client(path: daemon.socketPath).request("get x")["sections"]?.array.count == 1)
+    }
+
     /// A reload (SIGHUP) applies the lists to connections already open, not only to new ones:
     /// uid 65534 is refused, allowed on the same connection after one reload, refused after
     /// another.

@@ -85,12 +85,13 @@ final class NetcatSession {
     let reader: LineReader
 
     /// `options` go to nc before the socket's path (`-N`: shut the socket down for writing
-    /// once the input is closed).
-    init(socketPath: String, asUser uid: UInt32? = nil, options: [String] = []) throws {
+    /// once the input is closed). As another user, nc runs in the group `group` (by default the
+    /// group whose id is the user's).
+    init(socketPath: String, asUser uid: UInt32? = nil, group: UInt32? = nil, options: [String] = []) throws {
         if let uid {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments =
-                ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "nc", "-U"] + options + [socketPath]
+                ["--reuid=\(uid)", "--regid=\(group ?? uid)", "--clear-groups", "nc", "-U"] + options + [socketPath]
         } else {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments =
