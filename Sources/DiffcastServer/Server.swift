@@ -283,8 +283,17 @@ extension Server: FanOutHost {
 
     func submit(_ job: Job) { pendingJobs.append(job) }
 
+    /// `connection` queued something: it is marked, and the next flush decides when that goes
+    /// out (`flushMarked`). A line subscriber that queued events alone, which that flush would
+    /// put in the line of turns, goes there at once: one list less to pass through per
+    /// subscriber and version. If it queues an answer before its turn, it is marked then, and
+    /// the flush writes it at once.
     func needsWrite(_ connection: Connection) {
-        schedule.mark(connection)
+        if case .lines = connection.transport, !connection.scheduled.isMarked, mayWaitItsTurn(connection) {
+            schedule.waitTurn(connection)
+        } else {
+            schedule.mark(connection)
+        }
     }
 }
 

@@ -49,8 +49,10 @@ struct WriteSchedule<Writer: WriteScheduled> {
     private var marked: [Writer] = []
     /// The lingering streams, in the order they began, with stale entries.
     private var lingering: [Writer] = []
-    /// The line of turns. Where the next turn is: `order[head]`; the entries before it are spent.
-    private var order: [Writer] = []
+    /// The line of turns. Where the next turn is: `order[head]`; the entries before it are spent,
+    /// each taken out (nil) as its turn came, so that a connection moves out of the line rather
+    /// than being copied out of it and released later.
+    private var order: [Writer?] = []
     private var head = 0
     /// Entries dropped from the front of `order` so far: an entry's place in line is this plus
     /// its index.
@@ -162,10 +164,10 @@ struct WriteSchedule<Writer: WriteScheduled> {
     mutating func nextTurn() -> Writer? {
         defer { checkInvariants() }
         while head < order.count {
-            let writer = order[head]
             let place = dropped + head
+            let entry = order[head].take()
             head += 1
-            if writer.scheduled.wait == .turn(place: place) {
+            if let writer = entry, writer.scheduled.wait == .turn(place: place) {
                 writer.scheduled.wait = .none
                 turnsWaiting -= 1
                 compactIfMostlySpent()

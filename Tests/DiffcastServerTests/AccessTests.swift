@@ -48,15 +48,16 @@ import Testing
         #expect(try Client(path: daemon.socketPath).request(#"append_sections x {"sections":[{"id":"s"}]}"#).isOK)
     }
 
-    /// A list that names a group lets in a peer whose process runs in it, whatever its user;
-    /// the same user in another group is refused.
+    /// A list that names a group lets in a peer whose process runs in it, whatever its user
+    /// (here uid 4244, which has no account, so the group can come only from the peer's
+    /// credentials); the same user in another group is refused.
     @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
     func aPublisherIsAllowedByItsGroup() throws {
         let daemon = try Daemon(arguments: ["--publishers", "gid:4243"])
         chmod(daemon.socketPath, 0o666)
         chmod(daemon.directory.path, 0o755)
         func errorCodeOfAWrite(inGroup group: UInt32) throws -> String? {
-            let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 65534, group: group, options: ["-N"])
+            let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 4244, group: group, options: ["-N"])
             netcat.send(#"append_sections x {"sections":[{"id":"s\#(group)"}]}"# + "\n")
             try netcat.closeInput()
             while true {
@@ -64,7 +65,7 @@ import Testing
                 if response["ok"] != nil { return response["error"]?["code"]?.string }
             }
         }
-        #expect(try errorCodeOfAWrite(inGroup: 65534) == "unauthorized")
+        #expect(try errorCodeOfAWrite(inGroup: 4244) == "unauthorized")
         #expect(try errorCodeOfAWrite(inGroup: 4243) == nil)
         #expect(try Client(path: daemon.socketPath).request("get x")["sections"]?.array.count == 1)
     }
