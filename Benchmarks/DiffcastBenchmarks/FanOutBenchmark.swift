@@ -31,14 +31,6 @@ struct FanOutBenchmark: ParsableCommand {
     @Flag(help: "diffcastd alone (to profile it), no Redis and no ratios.")
     var diffcastOnly = false
 
-    @Option(
-        help: """
-            How the reader learns that a subscriber has a write's event: by its socket's readiness, \
-            reading every socket in bulk every \(Subscribers.bulkReadWrites) writes (notified), or by \
-            reading each event as it comes (each).
-            """)
-    var reader = Subscribers.Reading.notified
-
     /// ~100 bytes of content per item, as in the feed.
     private static let text = String(repeating: "x", count: 80)
 
@@ -51,14 +43,7 @@ struct FanOutBenchmark: ParsableCommand {
             "## Fan-out: one ~100-byte append at a time to every subscriber of one collection (io threads: \(ioThreads))\n"
         )
         emit("Each write is sent once every subscriber holds the one before; \"to reach all\" is from the send")
-        switch reader {
-        case .notified:
-            emit("until the last subscriber's socket has the event (its readiness, edge-triggered; every socket")
-            emit("is read in bulk every \(Subscribers.bulkReadWrites) writes, and must then hold exactly the events sent).")
-        case .each:
-            emit("to the last subscriber's read (every event read as it comes).")
-        }
-        emit("Medians of \(runs) alternated runs per count.\n")
+        emit("to the last subscriber's read. Medians of \(runs) alternated runs per count.\n")
         emit(
             "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | reader CPU per delivery (µs) | memory per subscriber (KB) |"
         )
@@ -135,7 +120,7 @@ struct FanOutBenchmark: ParsableCommand {
             count: count, path: path, request: Array("subscribe feed\n".utf8), settled: { $0.newlines >= 2 },
             server: server)
         defer { fleet.close() }
-        return try fleet.measure(writes: writes(for: count), server: server, reading: reader) { index in
+        return try fleet.measure(writes: writes(for: count), server: server) { index in
             try publisher.send(
                 Array(
                     "{\"op\":\"append_items\",\"collection\":\"feed\",\"items\":[{\"id\":\"f\(index)\",\"data\":{\"text\":\"\(Self.text)\"}}]}\n"
@@ -162,7 +147,7 @@ struct FanOutBenchmark: ParsableCommand {
             count: count, path: path, request: Array("SUBSCRIBE feed\r\n".utf8), settled: { $0.bytes >= reply },
             server: server)
         defer { fleet.close() }
-        return try fleet.measure(writes: writes(for: count), server: server, reading: reader) { index in
+        return try fleet.measure(writes: writes(for: count), server: server) { index in
             let text = message(index)
             try publisher.send(Array("*3\r\n$7\r\nPUBLISH\r\n$4\r\nfeed\r\n$\(text.utf8.count)\r\n\(text)\r\n".utf8))
         } arrived: { tally in
@@ -176,32 +161,13 @@ struct FanOutBenchmark: ParsableCommand {
 
 /// What one subscriber has received so far: bytes and newlines (no other state per subscriber,
 /// so that 19,000 of them cost the reader little memory).
-struct Tally {
+private struct Tally {
     var bytes = 0
     var newlines = 0
 }
 
 /// Many subscriber sockets read by one thread through epoll.
-final class Subscribers {
-    /// How the reader learns of a write's arrival at each subscriber.
-    ///
-    /// On two cores the reader has one, and a `recv` of one event costs it about what a `send`
-    /// costs the server: reading each event as it comes, the reader sets the pace for either
-    /// server (`perf sched timehist` shows it running all the time while the server waits), and
-    /// the deliveries/s measure the reader. Notified, it costs a readiness event per delivery and
-    /// a bulk read per socket every `bulkReadWrites` writes, so the deliveries/s measure the servers.
-    enum Reading: String, ExpressibleByArgument, CaseIterable {
-        /// Edge-triggered readiness per write (each write is one new arrival per socket), and
-        /// every socket read to its end every `bulkReadWrites` writes and at the end, where its
-        /// events are counted: it must hold exactly the writes sent.
-        case notified
-        /// Every event read as it arrives.
-        case each
-    }
-
-    /// Writes between two bulk reads: their events stay well within a socket's buffer.
-    static let bulkReadWrites = 32
-
+private final class Subscribers {
     let descriptors: [Int32]
     var tallies: [Tally]
     let poller: Int32
@@ -251,46 +217,19 @@ final class Subscribers {
         Glibc.close(poller)
     }
 
-    /// From now on a socket is reported once per arrival (edge-triggered), not while it has
-    /// bytes unread.
-    private func watchEdges() throws {
-        for (index, descriptor) in descriptors.enumerated() {
-            var event = epoll_event()
-            event.events = EPOLLIN.rawValue | EPOLLET.rawValue
-            event.data.u64 = UInt64(index)
-            guard epoll_ctl(poller, EPOLL_CTL_MOD, descriptor, &event) == 0 else {
-                throw BenchmarkError("epoll_ctl: errno \(errno)")
-            }
-        }
-    }
-
-    /// Reads every socket to its end; each must then hold exactly `writes` writes' events.
-    private func readAll(expecting writes: Int, arrived: (Tally) -> Int) throws {
-        for index in descriptors.indices {
-            while read(index) {}
-            guard arrived(tallies[index]) == writes else {
-                throw BenchmarkError("subscriber \(index) has \(arrived(tallies[index])) events of \(writes)")
-            }
-        }
-    }
-
-    /// Reads what one socket has; false when it had nothing.
-    @discardableResult
-    private func read(_ index: Int) -> Bool {
+    private func read(_ index: Int) {
         let got = recv(descriptors[index], &chunk, chunk.count, Int32(MSG_DONTWAIT))
-        guard got > 0 else { return false }
+        guard got > 0 else { return }
         tallies[index].bytes += got
         tallies[index].newlines += newlines(in: chunk[..<got])
-        return true
     }
 
     /// Sends `writes` writes, each once every subscriber has `arrived` at the one before (plus
     /// a tenth as warm-up, not counted).
     func measure(
-        writes: Int, server: ServerProcess, reading: Reading, send: (Int) throws -> Void, arrived: (Tally) -> Int,
+        writes: Int, server: ServerProcess, send: (Int) throws -> Void, arrived: (Tally) -> Int,
         answered: () throws -> Void
     ) throws -> FanOutBenchmark.Result {
-        if reading == .notified { try watchEdges() }
         var ready = [epoll_event](repeating: epoll_event(), count: 1024)
         let warmUp = max(5, writes / 10)
         var times: [Double] = []
@@ -315,17 +254,14 @@ final class Subscribers {
                 }
                 for event in ready.prefix(Int(got)) {
                     let subscriber = Int(event.data.u64)
-                    if reading == .each { read(subscriber) }
-                    if behind[subscriber] && (reading == .notified || arrived(tallies[subscriber]) > index) {
+                    read(subscriber)
+                    if behind[subscriber] && arrived(tallies[subscriber]) > index {
                         behind[subscriber] = false
                         waiting -= 1
                     }
                 }
             }
             if index >= warmUp { times.append(seconds(since: sent)) }
-            if reading == .notified, (index + 1) % Self.bulkReadWrites == 0 || index + 1 == warmUp + writes {
-                try readAll(expecting: index + 1, arrived: arrived)
-            }
             try answered()
         }
         let elapsed = seconds(since: began)
