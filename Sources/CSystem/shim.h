@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <malloc.h>
+#include <sys/syscall.h>
 
 /* Gives the memory that freed objects left inside the heap back to the system (glibc keeps
    it otherwise): called after collections were dropped. */
@@ -56,6 +57,14 @@ static inline int dc_peer_credentials(int fd, uid_t *uid, gid_t *gid) {
     *uid = credentials.uid;
     *gid = credentials.gid;
     return 0;
+}
+
+/* send(2) with MSG_DONTWAIT | MSG_NOSIGNAL, by the raw system call: glibc's send() is a
+   cancellation point, and switches cancellation on and off around every call (about 30
+   instructions, a tenth of a fan-out's user-space cost per subscriber); the loop thread is never
+   cancelled. Returns the bytes the kernel took, or -1 with errno set. */
+static inline ssize_t dc_send_now(int fd, const void *bytes, size_t count) {
+    return syscall(SYS_sendto, fd, bytes, count, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 }
 
 /* The longest Unix socket path the kernel takes (libuv 1.44 truncates longer ones silently). */

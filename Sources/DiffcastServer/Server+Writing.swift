@@ -1,4 +1,5 @@
 import CLibUV
+import CSystem
 import DiffcastCore
 import DiffcastEngine
 import DiffcastHTTP
@@ -264,7 +265,7 @@ extension Server {
     private static func send(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) -> Int {
         var sent: Int
         repeat {
-            sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            sent = dc_send_now(descriptor, bytes.baseAddress, bytes.count)
         } while sent < 0 && errno == EINTR
         return sent >= 0 ? sent : -Int(errno)
     }

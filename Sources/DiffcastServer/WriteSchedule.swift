@@ -65,6 +65,10 @@ struct WriteSchedule<Writer: WriteScheduled> {
 
     var hasMarked: Bool { !marked.isEmpty }
 
+    /// Entries the line's storage has room for, spent ones included: what it costs in memory,
+    /// which grows with the turns not yet taken, not with those taken.
+    var lineStorage: Int { order.capacity }
+
     // MARK: - Marking and flushing
 
     /// Marks a connection that queued bytes, unless it is marked already.
@@ -113,6 +117,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
         writer.scheduled.isMarked = false
         if case .turn = writer.scheduled.wait { return }
         stopWaiting(writer)
+        dropSpentTurnsIfFull()
         writer.scheduled.wait = .turn(place: dropped + order.count)
         turnsWaiting += 1
         order.append(writer)
@@ -170,7 +175,6 @@ struct WriteSchedule<Writer: WriteScheduled> {
             if let writer = entry, writer.scheduled.wait == .turn(place: place) {
                 writer.scheduled.wait = .none
                 turnsWaiting -= 1
-                compactIfMostlySpent()
                 return writer
             }
         }
@@ -180,10 +184,12 @@ struct WriteSchedule<Writer: WriteScheduled> {
         return nil
     }
 
-    /// Drops the spent entries once they are most of the storage, so that `order` stays within
-    /// about twice the entries not yet reached (amortized O(1) per turn).
-    private mutating func compactIfMostlySpent() {
-        guard head >= 64, head * 2 >= order.count else { return }
+    /// Drops the spent entries before the line's storage would grow, when they are half of it
+    /// or more: the storage then grows only for entries not yet reached, and stays within four
+    /// times those (amortized O(1) per turn). A line drained in passes, as a fan-out's is, is
+    /// emptied whole at its end (`nextTurn`) and seldom moved.
+    private mutating func dropSpentTurnsIfFull() {
+        guard order.count == order.capacity, head >= 64, head * 2 >= order.count else { return }
         order.removeFirst(head)
         dropped += head
         head = 0

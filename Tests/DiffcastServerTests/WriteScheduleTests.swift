@@ -63,6 +63,23 @@ import Testing
             writer.allSatisfy { $0.scheduled == WriteScheduleEntry() }, "a connection out of the line keeps no place")
     }
 
+    /// A line that is never emptied (a turn taken, another joins, a few always waiting) keeps
+    /// its storage within a bound of the turns waiting, however many have passed through it.
+    @Test func aLineNeverEmptiedStaysSmall() {
+        let writer = Self.writers(10)
+        var schedule = WriteSchedule<Writer>()
+        for id in 0..<10 { schedule.waitTurn(writer[id]) }
+        for step in 0..<100_000 {
+            guard let taken = schedule.nextTurn() else {
+                Issue.record("the line ran dry at step \(step)")
+                return
+            }
+            schedule.waitTurn(taken)
+            #expect(schedule.turnsWaiting == 10)
+        }
+        #expect(schedule.lineStorage <= 4 * 64, "\(schedule.lineStorage) entries of storage for 10 waiting")
+    }
+
     @Test func aConnectionThatLingersLeavesTheLineAndIsFlushedOnce() {
         let writer = Self.writers(3)
         var schedule = WriteSchedule<Writer>()
