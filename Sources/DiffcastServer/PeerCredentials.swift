@@ -3,7 +3,7 @@ import CSystem
 import Glibc
 
 /// Who is at the other end of a Unix socket, as the kernel says (`SO_PEERCRED`).
-struct PeerCredentials: Sendable, Equatable {
+struct PeerCredentials: Sendable, Hashable {
     var userID: UInt32
     /// The primary group the peer's process runs with.
     var groupID: UInt32

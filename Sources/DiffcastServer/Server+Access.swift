@@ -21,13 +21,17 @@ extension Server {
         configuration.tcpToken != nil || configuration.tokenVerifier != nil
     }
 
-    /// What a connection may do before it presents anything.
-    func initialCredential(of connection: Connection) -> Credential {
+    /// What a connection may do before it presents anything. `groups` gives a Unix peer's groups
+    /// when an access list names groups (by default a lookup in the group database).
+    func initialCredential(
+        of connection: Connection, groups: (PeerCredentials) -> Set<UInt32> = { $0.groupIDs() }
+    ) -> Credential {
         guard connection.isTCP else {
             return .peer(
                 PeerAccess(
-                    mayWrite: configuration.publishers.allows(connection.peer),
-                    mayRead: configuration.subscribers.allows(connection.peer), userID: connection.peer?.userID))
+                    mayWrite: configuration.publishers.allows(connection.peer, groups: groups),
+                    mayRead: configuration.subscribers.allows(connection.peer, groups: groups),
+                    userID: connection.peer?.userID))
         }
         return listenersRequireCredentials ? .anonymous : .everything
     }
@@ -258,11 +262,20 @@ extension Server {
     /// changed), the access lists and anonymous rights apply anew.
     func reviewCredentialsAfterReload() {
         let now = Self.wallClock()
+        // The group database is read once per user and group, not once per connection: a
+        // reload with thousands of Unix subscribers would otherwise hold the loop for each.
+        var groupsByPeer: [PeerCredentials: Set<UInt32>] = [:]
+        func groups(of peer: PeerCredentials) -> Set<UInt32> {
+            if let known = groupsByPeer[peer] { return known }
+            let found = peer.groupIDs()
+            groupsByPeer[peer] = found
+            return found
+        }
         for connection in connections.values {
             connection.holder.anonymous = configuration.anonymousRights
             switch connection.holder.credential {
             case .peer:
-                connection.holder.credential = initialCredential(of: connection)
+                connection.holder.credential = initialCredential(of: connection, groups: groups(of:))
                 endUncoveredSubscriptions(of: connection, because: "the access lists changed")
             case .token(let token):
                 guard let verifier = configuration.tokenVerifier else {

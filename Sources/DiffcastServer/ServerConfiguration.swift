@@ -71,10 +71,11 @@ public struct ServerConfiguration: Sendable, Equatable {
 
 extension AccessList {
     /// Whether the peer of a Unix socket may: root always may, and so does anyone when the list
-    /// is empty; a TCP or HTTP client (no credentials) only then.
-    func allows(_ peer: PeerCredentials?) -> Bool {
+    /// is empty; a TCP or HTTP client (no credentials) only then. `groups` gives the peer's
+    /// groups, asked for only when the list names groups.
+    func allows(_ peer: PeerCredentials?, groups: (PeerCredentials) -> Set<UInt32>) -> Bool {
         if allowsEveryone { return true }
         guard let peer else { return false }
-        return allows(userID: peer.userID, groupIDs: peer.groupIDs)
+        return allows(userID: peer.userID, groupIDs: { groups(peer) })
     }
 }

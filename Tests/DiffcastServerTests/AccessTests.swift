@@ -103,6 +103,33 @@ import Testing
         #expect(daemon.stop() == 0)
     }
 
+    /// A reload that names the peer's group lets a connection already open write: the groups
+    /// are looked up for the reload, not only at connect.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
+    func aReloadedGroupListAppliesToConnectionsAlreadyOpen() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dc-groups-\(getpid()).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
+        let daemon = try Daemon(arguments: ["--config", file.path])
+        chmod(daemon.socketPath, 0o666)
+        chmod(daemon.directory.path, 0o755)
+        let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 4244, group: 4243)
+        var attempt = 0
+        func errorCodeOfAWrite() throws -> String? {
+            attempt += 1
+            netcat.send(#"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n")
+            while true {
+                let response = try netcat.reader.next()
+                if response["ok"] != nil { return response["error"]?["code"]?.string }
+            }
+        }
+        #expect(try errorCodeOfAWrite() == "unauthorized")
+        try "publishers: [\"gid:4243\"]\n".write(to: file, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        try waitUntil("the reloaded group list lets the open connection write") { try errorCodeOfAWrite() == nil }
+        #expect(daemon.stop() == 0)
+    }
+
     /// The responses (events left out) to `lines` sent with `nc -U` by uid 65534, a peer that
     /// no list names.
     static func responsesToNobody(_ lines: [String], on daemon: Daemon) throws -> [JSONValue] {
