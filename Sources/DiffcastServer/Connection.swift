@@ -186,14 +186,6 @@ final class Connection: WriteScheduled, Identifiable {
         }
     }
 
-    /// Moves the whole subscription to `name` from `from` to `to` (`Subscription.advance`), or
-    /// nil when the connection follows no such collection.
-    func advanceSubscription(
-        to name: String, from: UInt64, to version: UInt64, withinUnsentLimit: Bool
-    ) -> Subscription.Advance? {
-        subscriptions.advance(name, from: from, to: version, withinUnsentLimit: withinUnsentLimit)
-    }
-
     /// Queues the same answer to `requests` requests in turn: on a socket as one buffer of
     /// lines, on HTTP and WebSocket framed one by one.
     private func enqueue(answer: SharedBytes, requests: Int) {

@@ -118,7 +118,7 @@ final class FanOut {
         let host = self.host
         for connection in members {
             let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
-            switch connection.advanceSubscription(to: name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
+            switch connection.subscriptions.advance(name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
                 queue(event, to: connection, host: host)
                 connection.releaseAnswers()

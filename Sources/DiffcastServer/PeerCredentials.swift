@@ -21,8 +21,8 @@ struct PeerCredentials: Sendable, Hashable {
 
     /// The primary group and the user's supplementary groups, as the group database says now.
     /// Looked up only when an access list names groups (`AccessList.allows`), when the peer
-    /// connects and at each reload: a connection keeps no copy, so thousands of subscribers
-    /// cost no set each, and a reload sees the groups as they are then.
+    /// connects and at each reload (through `PeerGroupLookups`): a connection keeps no copy, so
+    /// thousands of subscribers cost no set each, and a reload sees the groups as they are then.
     func groupIDs() -> Set<UInt32> {
         var groupIDs: Set<UInt32> = [groupID]
         guard let account = getpwuid(userID) else { return groupIDs }
@@ -35,5 +35,19 @@ struct PeerCredentials: Sendable, Hashable {
         }
         groupIDs.formUnion(groups.prefix(Int(max(0, min(count, Int32(groups.count))))))
         return groupIDs
+    }
+}
+
+/// Peers' groups, each read from the group database once per user and group for as long as the
+/// value lives: across both access lists when one peer connects, across every connection at a
+/// reload (which would otherwise hold the loop for a lookup per connection).
+struct PeerGroupLookups {
+    private var found: [PeerCredentials: Set<UInt32>] = [:]
+
+    mutating func groups(of peer: PeerCredentials) -> Set<UInt32> {
+        if let known = found[peer] { return known }
+        let groups = peer.groupIDs()
+        found[peer] = groups
+        return groups
     }
 }

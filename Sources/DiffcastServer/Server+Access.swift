@@ -21,16 +21,14 @@ extension Server {
         configuration.tcpToken != nil || configuration.tokenVerifier != nil
     }
 
-    /// What a connection may do before it presents anything. `groups` gives a Unix peer's groups
-    /// when an access list names groups (by default a lookup in the group database).
-    func initialCredential(
-        of connection: Connection, groups: (PeerCredentials) -> Set<UInt32> = { $0.groupIDs() }
-    ) -> Credential {
+    /// What a connection may do before it presents anything. A Unix peer's groups come from
+    /// `lookups`, when an access list names groups.
+    func initialCredential(of connection: Connection, lookups: inout PeerGroupLookups) -> Credential {
         guard connection.isTCP else {
             return .peer(
                 PeerAccess(
-                    mayWrite: configuration.publishers.allows(connection.peer, groups: groups),
-                    mayRead: configuration.subscribers.allows(connection.peer, groups: groups),
+                    mayWrite: configuration.publishers.allows(connection.peer, groups: { lookups.groups(of: $0) }),
+                    mayRead: configuration.subscribers.allows(connection.peer, groups: { lookups.groups(of: $0) }),
                     userID: connection.peer?.userID))
         }
         return listenersRequireCredentials ? .anonymous : .everything
@@ -262,20 +260,12 @@ extension Server {
     /// changed), the access lists and anonymous rights apply anew.
     func reviewCredentialsAfterReload() {
         let now = Self.wallClock()
-        // The group database is read once per user and group, not once per connection: a
-        // reload with thousands of Unix subscribers would otherwise hold the loop for each.
-        var groupsByPeer: [PeerCredentials: Set<UInt32>] = [:]
-        func groups(of peer: PeerCredentials) -> Set<UInt32> {
-            if let known = groupsByPeer[peer] { return known }
-            let found = peer.groupIDs()
-            groupsByPeer[peer] = found
-            return found
-        }
+        var lookups = PeerGroupLookups()
         for connection in connections.values {
             connection.holder.anonymous = configuration.anonymousRights
             switch connection.holder.credential {
             case .peer:
-                connection.holder.credential = initialCredential(of: connection, groups: groups(of:))
+                connection.holder.credential = initialCredential(of: connection, lookups: &lookups)
                 endUncoveredSubscriptions(of: connection, because: "the access lists changed")
             case .token(let token):
                 guard let verifier = configuration.tokenVerifier else {

@@ -31,7 +31,9 @@ extension Server {
                 connection.descriptor, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         connection.peerAddress = peerAddress(of: connection)
-        connection.holder = Holder(initialCredential(of: connection), anonymous: configuration.anonymousRights)
+        var lookups = PeerGroupLookups()
+        connection.holder = Holder(
+            initialCredential(of: connection, lookups: &lookups), anonymous: configuration.anonymousRights)
         if endpoint.isHTTP {
             connection.transport = .http(
                 HTTPExchanges(reader: httpRequestReader(), servesMetricsOnly: endpoint == .metrics))

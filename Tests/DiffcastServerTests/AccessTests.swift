@@ -60,10 +60,7 @@ import Testing
             let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 4244, group: group, options: ["-N"])
             netcat.send(#"append_sections x {"sections":[{"id":"s\#(group)"}]}"# + "\n")
             try netcat.closeInput()
-            while true {
-                let response = try netcat.reader.next()
-                if response["ok"] != nil { return response["error"]?["code"]?.string }
-            }
+            return try Self.errorCodeOfNextAnswer(from: netcat)
         }
         #expect(try errorCodeOfAWrite(inGroup: 4244) == "unauthorized")
         #expect(try errorCodeOfAWrite(inGroup: 4243) == nil)
@@ -75,59 +72,68 @@ import Testing
     /// another.
     @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
     func aReloadedListAppliesToConnectionsAlreadyOpen() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dc-access-\(getpid()).yaml")
-        defer { try? FileManager.default.removeItem(at: file) }
-        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
-        let daemon = try Daemon(arguments: ["--config", file.path])
-        chmod(daemon.socketPath, 0o666)
-        chmod(daemon.directory.path, 0o755)
-        let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 65534)
-        var attempt = 0
-        func errorCodeOfAWrite() throws -> String? {
-            attempt += 1
-            netcat.send(#"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n")
-            while true {
-                let response = try netcat.reader.next()
-                if response["ok"] != nil { return response["error"]?["code"]?.string }
-            }
-        }
-        #expect(try errorCodeOfAWrite() == "unauthorized")
-        try "publishers: [\"uid:65534\"]\n".write(to: file, atomically: true, encoding: .utf8)
-        kill(daemon.pid, SIGHUP)
-        try waitUntil("the reloaded list lets the open connection write") { try errorCodeOfAWrite() == nil }
-        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
-        kill(daemon.pid, SIGHUP)
+        let open = try OpenConnectionUnderReloads(publishers: "uid:4242", user: 65534)
+        #expect(try open.errorCodeOfAWrite() == "unauthorized")
+        try open.reload(publishers: "uid:65534")
+        try waitUntil("the reloaded list lets the open connection write") { try open.errorCodeOfAWrite() == nil }
+        try open.reload(publishers: "uid:4242")
         try waitUntil("the reloaded list refuses the open connection again") {
-            try errorCodeOfAWrite() == "unauthorized"
+            try open.errorCodeOfAWrite() == "unauthorized"
         }
-        #expect(daemon.stop() == 0)
+        #expect(open.daemon.stop() == 0)
     }
 
     /// A reload that names the peer's group lets a connection already open write: the groups
     /// are looked up for the reload, not only at connect.
     @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/bin/setpriv")))
     func aReloadedGroupListAppliesToConnectionsAlreadyOpen() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dc-groups-\(getpid()).yaml")
-        defer { try? FileManager.default.removeItem(at: file) }
-        try "publishers: [\"uid:4242\"]\n".write(to: file, atomically: true, encoding: .utf8)
-        let daemon = try Daemon(arguments: ["--config", file.path])
-        chmod(daemon.socketPath, 0o666)
-        chmod(daemon.directory.path, 0o755)
-        let netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: 4244, group: 4243)
-        var attempt = 0
+        let open = try OpenConnectionUnderReloads(publishers: "uid:4242", user: 4244, group: 4243)
+        #expect(try open.errorCodeOfAWrite() == "unauthorized")
+        try open.reload(publishers: "gid:4243")
+        try waitUntil("the reloaded group list lets the open connection write") { try open.errorCodeOfAWrite() == nil }
+        #expect(open.daemon.stop() == 0)
+    }
+
+    /// A daemon whose publishers list comes from a file, and one connection open to it as
+    /// another user (`nc` under `setpriv`), whose writes are answered as reloads change the list.
+    final class OpenConnectionUnderReloads {
+        let file: URL
+        let daemon: Daemon
+        let netcat: NetcatSession
+        private var attempt = 0
+
+        init(publishers: String, user: UInt32, group: UInt32? = nil) throws {
+            file = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "dc-access-\(getpid())-\(user).yaml")
+            try "publishers: [\"\(publishers)\"]\n".write(to: file, atomically: true, encoding: .utf8)
+            daemon = try Daemon(arguments: ["--config", file.path])
+            chmod(daemon.socketPath, 0o666)
+            chmod(daemon.directory.path, 0o755)
+            netcat = try NetcatSession(socketPath: daemon.socketPath, asUser: user, group: group)
+        }
+
+        deinit { try? FileManager.default.removeItem(at: file) }
+
+        /// Rewrites the list and has the daemon reload it (SIGHUP).
+        func reload(publishers: String) throws {
+            try "publishers: [\"\(publishers)\"]\n".write(to: file, atomically: true, encoding: .utf8)
+            kill(daemon.pid, SIGHUP)
+        }
+
+        /// Writes a new section on the open connection: the error code of its answer, nil if none.
         func errorCodeOfAWrite() throws -> String? {
             attempt += 1
             netcat.send(#"append_sections x {"sections":[{"id":"s\#(attempt)"}]}"# + "\n")
-            while true {
-                let response = try netcat.reader.next()
-                if response["ok"] != nil { return response["error"]?["code"]?.string }
-            }
+            return try AccessTests.errorCodeOfNextAnswer(from: netcat)
         }
-        #expect(try errorCodeOfAWrite() == "unauthorized")
-        try "publishers: [\"gid:4243\"]\n".write(to: file, atomically: true, encoding: .utf8)
-        kill(daemon.pid, SIGHUP)
-        try waitUntil("the reloaded group list lets the open connection write") { try errorCodeOfAWrite() == nil }
-        #expect(daemon.stop() == 0)
+    }
+
+    /// The error code of the next answer `nc` prints (events skipped), nil for a success.
+    static func errorCodeOfNextAnswer(from netcat: NetcatSession) throws -> String? {
+        while true {
+            let response = try netcat.reader.next()
+            if response["ok"] != nil { return response["error"]?["code"]?.string }
+        }
     }
 
     /// The responses (events left out) to `lines` sent with `nc -U` by uid 65534, a peer that

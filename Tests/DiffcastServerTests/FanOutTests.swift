@@ -83,14 +83,14 @@ import Testing
     @Test func aSubscriptionIsFoundByItsNameWithOneOrSeveral() {
         let connection = FakeLoop().open(1)
         connection.subscriptions["a"] = Subscription(version: 3)
-        #expect(connection.advanceSubscription(to: "b", from: 3, to: 4, withinUnsentLimit: true) == nil)
+        #expect(connection.subscriptions.advance("b", from: 3, to: 4, withinUnsentLimit: true) == nil)
         #expect(connection.subscriptions["a"]?.version == 3)
-        #expect(connection.advanceSubscription(to: "a", from: 3, to: 4, withinUnsentLimit: true) == .advanced)
+        #expect(connection.subscriptions.advance("a", from: 3, to: 4, withinUnsentLimit: true) == .advanced)
         #expect(connection.subscriptions["a"]?.version == 4)
         connection.subscriptions["b"] = Subscription(version: 7)
-        #expect(connection.advanceSubscription(to: "c", from: 4, to: 5, withinUnsentLimit: true) == nil)
-        #expect(connection.advanceSubscription(to: "a", from: 3, to: 5, withinUnsentLimit: true) == .behind)
-        #expect(connection.advanceSubscription(to: "b", from: 7, to: 8, withinUnsentLimit: true) == .advanced)
+        #expect(connection.subscriptions.advance("c", from: 4, to: 5, withinUnsentLimit: true) == nil)
+        #expect(connection.subscriptions.advance("a", from: 3, to: 5, withinUnsentLimit: true) == .behind)
+        #expect(connection.subscriptions.advance("b", from: 7, to: 8, withinUnsentLimit: true) == .advanced)
         #expect(connection.subscriptions["a"]?.version == 4 && connection.subscriptions["b"]?.version == 8)
     }
 
