@@ -140,7 +140,7 @@ let package = Package(
         .executableTarget(
             name: "DiffcastBenchmarks",
             dependencies: [
-                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine", "DiffcastAccess", "CEpoll",
+                "BenchmarkFixtures", "DiffcastCore", "DiffcastWire", "DiffcastEngine", "DiffcastAccess", "CReader",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/DiffcastBenchmarks"
@@ -151,8 +151,8 @@ let package = Package(
         // Allocations per version (`make bench BENCH=allocations`), counted by a malloc family
         // that stands in front of glibc's in this executable only.
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
-        // epoll for the fan-out benchmark's reader (Glibc's module leaves it out).
-        .systemLibrary(name: "CEpoll", path: "Benchmarks/CEpoll"),
+        // The fan-out benchmark's reader: epoll (Glibc's module leaves it out) and a raw recv.
+        .systemLibrary(name: "CReader", path: "Benchmarks/CReader"),
         .executableTarget(
             name: "DiffcastAllocations",
             dependencies: ["BenchmarkFixtures", "CMallocCounter", "DiffcastCore", "DiffcastEngine", "DiffcastWire"],

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CEpoll
+import CReader
 import Foundation
 
 #if canImport(Glibc)
@@ -167,11 +167,20 @@ private struct Tally {
 }
 
 /// Many subscriber sockets read by one thread through epoll.
+///
+/// The reader is the other end of every delivery, and on two cores it has one while the server
+/// has the other: when it costs as much per delivery as the server, it sets the pace, and the
+/// table measures the reader. So each of its costs is the least a reader's can be, the same for
+/// both servers. Readiness is edge-triggered: a socket is reported once per arrival, where a
+/// level-triggered one is polled again at the next wait only to be found empty. Each report is
+/// answered by draining the socket with the raw system call (`bench_recv_now`). The tallies and
+/// the buffer are raw memory, which Swift reads without the dynamic exclusivity checks of a
+/// class's stored `var`s.
 private final class Subscribers {
     let descriptors: [Int32]
-    var tallies: [Tally]
+    let tallies: UnsafeMutableBufferPointer<Tally>
+    let chunk: UnsafeMutableRawBufferPointer
     let poller: Int32
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     var bytesPerSubscriber = 0.0
 
     /// Connects `count` subscribers, sends each `request`, and waits until every one is
@@ -179,19 +188,21 @@ private final class Subscribers {
     init(count: Int, path: String, request: [UInt8], settled: (Tally) -> Bool, server: ServerProcess) throws {
         let baseline = server.residentBytes
         poller = epoll_create1(Int32(EPOLL_CLOEXEC))
+        tallies = .allocate(capacity: count)
+        tallies.initialize(repeating: Tally())
+        chunk = .allocate(byteCount: 1 << 16, alignment: 16)
         var descriptors: [Int32] = []
         descriptors.reserveCapacity(count)
         for index in 0..<count {
             let socket = try UnixSocket(path: path)
             try socket.send(request)
             var event = epoll_event()
-            event.events = EPOLLIN.rawValue
+            event.events = EPOLLIN.rawValue | EPOLLET.rawValue
             event.data.u64 = UInt64(index)
             epoll_ctl(poller, EPOLL_CTL_ADD, socket.descriptor, &event)
             descriptors.append(socket.descriptor)
         }
         self.descriptors = descriptors
-        tallies = Array(repeating: Tally(), count: count)
         var waiting = count
         let deadline = ContinuousClock.now + .seconds(120)
         var ready = [epoll_event](repeating: epoll_event(), count: 1024)
@@ -201,7 +212,7 @@ private final class Subscribers {
             let got = epoll_wait(poller, &ready, Int32(ready.count), 1000)
             for event in ready.prefix(max(0, Int(got))) {
                 let index = Int(event.data.u64)
-                read(index)
+                drain(index)
                 if !settledOnes[index] && settled(tallies[index]) {
                     settledOnes[index] = true
                     waiting -= 1
@@ -212,16 +223,30 @@ private final class Subscribers {
         bytesPerSubscriber = Double(max(0, server.residentBytes - baseline)) / Double(count)
     }
 
+    deinit {
+        tallies.deallocate()
+        chunk.deallocate()
+    }
+
     func close() {
         for descriptor in descriptors { Glibc.close(descriptor) }
         Glibc.close(poller)
     }
 
-    private func read(_ index: Int) {
-        let got = recv(descriptors[index], &chunk, chunk.count, Int32(MSG_DONTWAIT))
-        guard got > 0 else { return }
-        tallies[index].bytes += got
-        tallies[index].newlines += newlines(in: chunk[..<got])
+    /// Reads subscriber `index` until its socket is empty, as an edge-triggered report asks: a
+    /// read that fills the buffer may have left more behind.
+    private func drain(_ index: Int) {
+        let descriptor = descriptors[index]
+        while true {
+            let got = bench_recv_now(descriptor, chunk.baseAddress, chunk.count)
+            if got < 0 && errno == EINTR { continue }
+            // Empty (EAGAIN), closed, or failed: a server that stops delivering shows as
+            // subscribers still waiting when `measure` gives up.
+            guard got > 0 else { return }
+            tallies[index].bytes += got
+            tallies[index].newlines += newlines(in: UnsafeRawBufferPointer(rebasing: chunk[..<got]))
+            guard got == chunk.count else { return }
+        }
     }
 
     /// Sends `writes` writes, each once every subscriber has `arrived` at the one before (plus
@@ -237,6 +262,8 @@ private final class Subscribers {
         var serverCPU = 0.0
         var readerCPU = 0.0
         var began = ContinuousClock.now
+        // The last write each subscriber was counted as holding.
+        var reached = [Int](repeating: -1, count: descriptors.count)
         for index in 0..<(warmUp + writes) {
             if index == warmUp {
                 serverCPU = server.cpuSeconds
@@ -246,7 +273,6 @@ private final class Subscribers {
             let sent = ContinuousClock.now
             try send(index)
             var waiting = descriptors.count
-            var behind = [Bool](repeating: true, count: descriptors.count)
             while waiting > 0 {
                 let got = epoll_wait(poller, &ready, Int32(ready.count), 5000)
                 guard got > 0 else {
@@ -254,9 +280,9 @@ private final class Subscribers {
                 }
                 for event in ready.prefix(Int(got)) {
                     let subscriber = Int(event.data.u64)
-                    read(subscriber)
-                    if behind[subscriber] && arrived(tallies[subscriber]) > index {
-                        behind[subscriber] = false
+                    drain(subscriber)
+                    if reached[subscriber] < index && arrived(tallies[subscriber]) > index {
+                        reached[subscriber] = index
                         waiting -= 1
                     }
                 }

@@ -322,14 +322,17 @@ func updateLatencies(
 
 /// How many newline bytes `bytes` holds, found with memchr.
 func newlines(in bytes: ArraySlice<UInt8>) -> Int {
-    bytes.withUnsafeBytes { buffer in
-        guard var cursor = buffer.baseAddress else { return 0 }
-        let end = cursor + buffer.count
-        var found = 0
-        while cursor < end, let hit = memchr(cursor, Int32(UInt8(ascii: "\n")), end - cursor) {
-            found += 1
-            cursor = UnsafeRawPointer(hit) + 1
-        }
-        return found
+    bytes.withUnsafeBytes { newlines(in: $0) }
+}
+
+/// How many newline bytes `buffer` holds, found with memchr.
+func newlines(in buffer: UnsafeRawBufferPointer) -> Int {
+    guard var cursor = buffer.baseAddress else { return 0 }
+    let end = cursor + buffer.count
+    var found = 0
+    while cursor < end, let hit = memchr(cursor, Int32(UInt8(ascii: "\n")), end - cursor) {
+        found += 1
+        cursor = UnsafeRawPointer(hit) + 1
     }
+    return found
 }
