@@ -145,13 +145,16 @@ final class Connection: WriteScheduled, Identifiable {
     }
 
     /// Sends the answers that are next in turn and whose events have been queued; call it
-    /// whenever a subscription of this connection moves on.
-    func releaseAnswers() {
+    /// whenever a subscription of this connection moves on. Whether it queued any.
+    @discardableResult
+    func releaseAnswers() -> Bool {
+        let queuedBefore = nextSlotToSend
         while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
             answeredOutOfTurn[nextSlotToSend] = nil
             enqueue(answer: ready.bytes, requests: ready.requests)
             nextSlotToSend += UInt64(ready.requests)
         }
+        return nextSlotToSend != queuedBefore
     }
 
     /// Whether the event bringing `mark`'s version has been queued here, or need not be (the

@@ -121,7 +121,7 @@ final class FanOut {
             switch connection.subscriptions.advance(name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
                 queue(event, to: connection, host: host)
-                connection.releaseAnswers()
+                releaseAnswers(of: connection)
             case .behind?:
                 fallBehind(connection, in: name)
             case .lagging?, nil:
@@ -151,7 +151,7 @@ final class FanOut {
             if let made { queue(made.event, to: connection) }
             connection.subscriptions[name]?.window = WindowedView(
                 group: delivery.group, eventVersion: version, range: delivery.range)
-            connection.releaseAnswers()
+            releaseAnswers(of: connection)
         }
     }
 
@@ -165,7 +165,7 @@ final class FanOut {
             guard let connection = host.connection(id) else { continue }
             connection.subscriptions[name] = nil
             queue(event, to: connection)
-            connection.releaseAnswers()
+            releaseAnswers(of: connection)
         }
     }
 
@@ -192,7 +192,7 @@ final class FanOut {
             "subscribed",
             metadata: ["connection": "\(connection.id)", "collection": "\(name)", "version": "\(version)"])
         respond(address, response)
-        connection.releaseAnswers()
+        releaseAnswers(of: connection)
     }
 
     /// The answer to a `window` op: the subscriber is sent the changeset to its new window's
@@ -240,7 +240,7 @@ final class FanOut {
             connection.subscriptions[name] = subscription
             connection.mayHaveLaggingSubscriptions = true
             requestCatchUpsIfDrained(connection)
-            connection.releaseAnswers()
+            releaseAnswers(of: connection)
             return
         }
         if let range, event != nil {
@@ -248,7 +248,7 @@ final class FanOut {
             subscription.window?.range = range
         }
         connection.subscriptions[name] = subscription
-        connection.releaseAnswers()
+        releaseAnswers(of: connection)
     }
 
     /// Puts a connection's subscription in place, replacing the one it had (the apply queue
@@ -287,7 +287,7 @@ final class FanOut {
         let event = FramedEvent(
             SharedBytes(WireEncoder.revokedEvent(collection: name, message: message)), webSocketFramer: webSocketFramer)
         queue(event, to: connection)
-        connection.releaseAnswers()
+        releaseAnswers(of: connection)
     }
 
     /// Ends every subscription of a connection that is going away.
@@ -360,6 +360,15 @@ final class FanOut {
         let line = WireEncoder.disconnectEvent(
             code: "limit_exceeded", message: "more than \(limit) bytes unsent (max_unsent_bytes): disconnected")
         queue(FramedEvent(SharedBytes(line), webSocketFramer: webSocketFramer), to: connection)
+    }
+
+    /// Queues the answers of `connection` that its subscriptions' progress released, and tells
+    /// the loop. The event they waited for was announced before them, as events alone, which
+    /// wait their turn; announced again, the connection holds an answer and is written at once,
+    /// event first. An answer released with no event (a catch-up that found nothing to send)
+    /// would otherwise wait for the connection's next write.
+    private func releaseAnswers(of connection: Connection) {
+        if connection.releaseAnswers() { host.needsWrite(connection) }
     }
 
     /// Queues an event whose framed bytes other subscribers may share.

@@ -20,6 +20,12 @@ import Testing
         var connections: [ConnectionID: Connection] = [:]
         var submitted: [Job] = []
         var stoppedReading: [ConnectionID] = []
+        /// The bytes each connection held queued when the fan-out last said it has something to
+        /// write (`needsWrite`). The loop decides when a connection's bytes go out at that call
+        /// (an answer at once, events in their turn), so every delivery must end with each
+        /// connection announced after the last bytes it queued: an answer queued after its
+        /// announcement would wait for the events' turn, or, with none, for an unrelated write.
+        var announced: [ConnectionID: Int] = [:]
         let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 64, items: 10_000))
         let policy: FanOut.Policy
         lazy var fanOut = FanOut(policy: policy, host: self, logger: Logger(label: "fan-out-test"))
@@ -30,7 +36,7 @@ import Testing
 
         func connection(_ id: ConnectionID) -> Connection? { connections[id] }
         func submit(_ job: Job) { submitted.append(job) }
-        func needsWrite(_ connection: Connection) {}
+        func needsWrite(_ connection: Connection) { announced[connection.id] = connection.pending.queuedBytes }
         func stopReading(_ connection: Connection) {
             stoppedReading.append(connection.id)
             connection.finish()
@@ -56,7 +62,18 @@ import Testing
 
         /// Runs jobs (and the jobs the fan-out submits meanwhile) and delivers the outcomes.
         func run(_ jobs: [Job]) {
-            for outcome in engine.process(jobs) { fanOut.deliver(outcome) }
+            for outcome in engine.process(jobs) { deliver(outcome) }
+        }
+
+        /// Delivers one outcome, and checks that every connection holding queued bytes was
+        /// announced after the last of them (`announced`).
+        func deliver(_ outcome: Outcome) {
+            fanOut.deliver(outcome)
+            for (id, connection) in connections where connection.hasOutbound {
+                #expect(
+                    announced[id] == connection.pending.queuedBytes,
+                    "connection \(id) queued bytes after the loop was last told to write it")
+            }
         }
 
         /// Runs what the fan-out handed to the apply queue.
@@ -68,6 +85,7 @@ import Testing
 
         /// Everything queued for a connection as lines, taken as if the kernel took it all.
         func written(_ connection: Connection) -> [String] {
+            announced[connection.id] = nil
             let chunks = connection.pending.take(limit: 100_000)
             connection.pending.writeFinished(bytes: chunks.reduce(0) { $0 + $1.count })
             let text = chunks.map { String(decoding: $0.bytes, as: UTF8.self) }.joined()
@@ -157,9 +175,9 @@ import Testing
         let acknowledgements = outcomes.filter { if case .acknowledged = $0 { true } else { false } }
         let rest = outcomes.filter { if case .acknowledged = $0 { false } else { true } }
         #expect(acknowledgements.count == 1 && rest.count == 1)
-        for outcome in acknowledgements { loop.fanOut.deliver(outcome) }
+        for outcome in acknowledgements { loop.deliver(outcome) }
         #expect(loop.written(connection).isEmpty, "the answer left before the event of its version")
-        for outcome in rest { loop.fanOut.deliver(outcome) }
+        for outcome in rest { loop.deliver(outcome) }
         let lines = loop.written(connection)
         #expect(lines.count == 2 && Self.isEvent(lines[0]) && lines[1].contains(#""version":2"#))
     }
@@ -252,7 +270,7 @@ import Testing
         // ... but version 22 (two writes, coalesced) reaches the loop before it does.
         try loop.send([item(20), item(21)], on: writer)
         #expect(slow.subscriptions["c"]?.delivery == .catchingUp)
-        for outcome in catchUp { loop.fanOut.deliver(outcome) }
+        for outcome in catchUp { loop.deliver(outcome) }
         #expect(slow.subscriptions["c"]?.delivery == .lagging, "behind again")
         _ = try Self.follow(loop.written(slow), into: &slowMirror)
         #expect(slowMirror.version == 21)
