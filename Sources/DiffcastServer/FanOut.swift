@@ -11,6 +11,10 @@ protocol FanOutHost: AnyObject {
     func submit(_ job: Job)
     /// `connection` has something new to write.
     func needsWrite(_ connection: Connection)
+    /// Writes `bytes` to `connection` now, without queueing them, when the loop delivers a version
+    /// straight to its subscribers and the connection has nothing else to write; false when it
+    /// did not (the caller queues them).
+    func sendAtOnce(_ bytes: SharedBytes, to connection: Connection) -> Bool
     /// Reads no more from `connection`; it is shut down once what it was sent is written.
     func stopReading(_ connection: Connection)
 }
@@ -120,7 +124,12 @@ final class FanOut {
             let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.subscriptions.advance(name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
-                queue(event, to: connection, host: host)
+                if host.sendAtOnce(event.line, to: connection) {
+                    counters.eventsQueued += 1
+                    counters.bytesQueued += UInt64(event.line.count)
+                } else {
+                    queue(event, to: connection, host: host)
+                }
                 releaseAnswers(of: connection)
             case .behind?:
                 fallBehind(connection, in: name)

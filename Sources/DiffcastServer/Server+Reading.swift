@@ -211,9 +211,7 @@ extension Server {
         for outcome in mailbox?.take() ?? [] {
             deliver(outcome)
         }
-        for outcome in outcomes {
-            deliver(outcome)
-        }
+        deliverAppliedHere(outcomes)
     }
 
     /// Whether every job comes from a client with few unanswered requests (one at a time, or a

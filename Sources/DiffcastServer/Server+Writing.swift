@@ -47,9 +47,11 @@ extension Server {
     // MARK: - Turns
 
     /// Whether a connection's new bytes may wait for its turn: events alone (a client waiting
-    /// for an answer is written at once), on a connection that is not finishing.
+    /// for an answer is written at once), on a connection that is not finishing. One with
+    /// nothing queued (marked by a read that queued no answer yet) has nothing to wait for: the
+    /// flush lets it read again or finish, and it takes no place in the line.
     func mayWaitItsTurn(_ connection: Connection) -> Bool {
-        turnHandle != nil && connection.queuesOnlyEvents && !connection.isFinishing
+        turnHandle != nil && connection.hasOutbound && connection.queuesOnlyEvents && !connection.isFinishing
     }
 
     /// Loop iterations over which the subscribers waiting are written: between two, the loop
@@ -66,6 +68,49 @@ extension Server {
 
     /// The fewest connections of a slice worth waking the writer threads for.
     static let leastParallelWrites = 32
+
+    // MARK: - Sending at once
+
+    /// Delivers the outcomes of a batch applied on the loop (from clients that wait for their
+    /// answers). When the batch published one version, no turns wait and the loop writes alone,
+    /// the version's event is sent to each idle line subscriber as the fan-out reaches it
+    /// (`sendAtOnce`): one `send` from the shared bytes, with nothing queued, nothing put in the
+    /// line of turns, and nothing taken out of either. The turns exist to gather the versions
+    /// that arrive while a fan-out is written into one write per subscriber; with none waiting
+    /// and one version to send, there is nothing to gather. A batch that published several
+    /// versions, or a version published while turns wait (the loop is behind), goes through the
+    /// queues and the turns as usual.
+    func deliverAppliedHere(_ outcomes: [Outcome]) {
+        var versions = 0
+        for case .published in outcomes { versions += 1 }
+        let sendsAtOnce =
+            versions == 1 && schedule.turnsWaiting == 0 && writerThreads?.hasHelpers != true
+        for outcome in outcomes {
+            if case .published = outcome { self.sendsAtOnce = sendsAtOnce }
+            deliver(outcome)
+            self.sendsAtOnce = false
+        }
+    }
+
+    /// Sends `bytes` to an idle line subscriber now, while `sendsAtOnce`: one with nothing
+    /// queued, no write in flight, not marked, waiting for nothing and not finishing, so that
+    /// nothing of its own can be due before them. Bytes the kernel did not take are queued and
+    /// wait their turn; when it took none (a full socket, or an error its turn's write will
+    /// meet), the caller queues them all. Whether the bytes were handled.
+    func sendAtOnce(_ bytes: SharedBytes, to connection: Connection) -> Bool {
+        guard sendsAtOnce, case .lines = connection.transport, connection.descriptor >= 0,
+            connection.pending.isEmpty, !connection.pending.isWriting, connection.scheduled == WriteScheduleEntry(),
+            !connection.isFinishing
+        else { return false }
+        let sent = Self.send(
+            UnsafeRawBufferPointer(start: bytes.pointer, count: bytes.count), to: connection.descriptor)
+        if sent == bytes.count { return true }
+        guard sent > 0 else { return false }
+        connection.enqueue(
+            SharedBytes(Array(UnsafeRawBufferPointer(start: bytes.pointer + sent, count: bytes.count - sent))))
+        needsWrite(connection)
+        return true
+    }
 
     private func startTurns() {
         guard let turnHandle, uv_is_active(dc_handle(turnHandle)) == 0 else { return }

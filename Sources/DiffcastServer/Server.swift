@@ -46,6 +46,9 @@ public final class Server {
     /// whether the kernel took every write whole: the next linger follows them
     /// (`lingerMilliseconds`).
     var lastLingerFlush = LingerFlush(nanoseconds: 0, bytesPerStream: 0, wroteWhole: true)
+    /// The version being delivered goes to its idle line subscribers at once, without being
+    /// queued (`deliverAppliedHere`).
+    var sendsAtOnce = false
     /// The buffer descriptors of the write being started, kept to be reused.
     var writeBuffers: [uv_buf_t] = []
     /// With `io_threads` above 1: the threads that help write a slice of subscribers, and the

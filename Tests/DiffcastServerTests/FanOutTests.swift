@@ -26,16 +26,30 @@ import Testing
         /// connection announced after the last bytes it queued: an answer queued after its
         /// announcement would wait for the events' turn, or, with none, for an unrelated write.
         var announced: [ConnectionID: Int] = [:]
+        /// Whether the loop sends a version's event at once to a subscriber with nothing queued
+        /// (as the server's does for a batch applied on the loop), rather than have it queued.
+        let sendsAtOnce: Bool
+        /// What each connection was sent at once, not yet taken by `written`.
+        var sentAtOnce: [ConnectionID: [UInt8]] = [:]
         let engine = ApplyEngine(historyLimits: HistoryLimits(versions: 64, items: 10_000))
         let policy: FanOut.Policy
         lazy var fanOut = FanOut(policy: policy, host: self, logger: Logger(label: "fan-out-test"))
 
-        init(maximumUnsentBytes: Int = 1 << 20, slowSubscribers: ServerConfiguration.SlowSubscriberPolicy = .catchUp) {
+        init(
+            maximumUnsentBytes: Int = 1 << 20, slowSubscribers: ServerConfiguration.SlowSubscriberPolicy = .catchUp,
+            sendsAtOnce: Bool = false
+        ) {
             policy = FanOut.Policy(unsentBytes: WaterMarks(high: maximumUnsentBytes), slowSubscribers: slowSubscribers)
+            self.sendsAtOnce = sendsAtOnce
         }
 
         func connection(_ id: ConnectionID) -> Connection? { connections[id] }
         func submit(_ job: Job) { submitted.append(job) }
+        func sendAtOnce(_ bytes: SharedBytes, to connection: Connection) -> Bool {
+            guard sendsAtOnce, connection.pending.isEmpty else { return false }
+            sentAtOnce[connection.id, default: []] += bytes.bytes
+            return true
+        }
         func needsWrite(_ connection: Connection) { announced[connection.id] = connection.pending.queuedBytes }
         func stopReading(_ connection: Connection) {
             stoppedReading.append(connection.id)
@@ -88,7 +102,8 @@ import Testing
             announced[connection.id] = nil
             let chunks = connection.pending.take(limit: 100_000)
             connection.pending.writeFinished(bytes: chunks.reduce(0) { $0 + $1.count })
-            let text = chunks.map { String(decoding: $0.bytes, as: UTF8.self) }.joined()
+            let sent = sentAtOnce.removeValue(forKey: connection.id) ?? []
+            let text = String(decoding: sent + chunks.flatMap(\.bytes), as: UTF8.self)
             return text.split(separator: "\n").map(String.init)
         }
     }
@@ -133,8 +148,8 @@ import Testing
         return try EventDecoder.outline(answer["sections"])
     }
 
-    @Test func everySubscriberThatHoldsAVersionGetsTheNext() throws {
-        let loop = FakeLoop()
+    @Test(arguments: [false, true]) func everySubscriberThatHoldsAVersionGetsTheNext(sendsAtOnce: Bool) throws {
+        let loop = FakeLoop(sendsAtOnce: sendsAtOnce)
         let first = loop.open(1)
         let second = loop.open(2)
         let writer = loop.open(3)
@@ -161,8 +176,8 @@ import Testing
 
     /// Read your writes: a write's answer leaves only after the event of its version, even when
     /// the answer is delivered first.
-    @Test func aWritersAnswerWaitsForTheEventOfItsVersion() throws {
-        let loop = FakeLoop()
+    @Test(arguments: [false, true]) func aWritersAnswerWaitsForTheEventOfItsVersion(sendsAtOnce: Bool) throws {
+        let loop = FakeLoop(sendsAtOnce: sendsAtOnce)
         let connection = loop.open(1)
         try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: connection)
         _ = loop.written(connection)
@@ -184,8 +199,8 @@ import Testing
 
     /// A pipelining writer's answers come one line per request, in request order, whether they
     /// were answered in runs or one by one, in turn or not; and after the event of their version.
-    @Test func pipelinedWritesAreAnsweredLineByLineInOrder() throws {
-        let loop = FakeLoop()
+    @Test(arguments: [false, true]) func pipelinedWritesAreAnsweredLineByLineInOrder(sendsAtOnce: Bool) throws {
+        let loop = FakeLoop(sendsAtOnce: sendsAtOnce)
         let connection = loop.open(1)
         try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: connection)
         _ = loop.written(connection)
@@ -303,8 +318,8 @@ import Testing
         #expect(loop.fanOut.counters.slowDisconnects == 1)
     }
 
-    @Test func aDroppedCollectionEndsItsSubscriptions() throws {
-        let loop = FakeLoop()
+    @Test(arguments: [false, true]) func aDroppedCollectionEndsItsSubscriptions(sendsAtOnce: Bool) throws {
+        let loop = FakeLoop(sendsAtOnce: sendsAtOnce)
         let subscriber = loop.open(1)
         try loop.send([#"append_sections c {"sections":[{"id":"s"}]}"#, "subscribe c"], on: subscriber)
         _ = loop.written(subscriber)
