@@ -378,6 +378,36 @@ import Testing
         #expect(try EventDecoder.outline(state["sections"]) == subscribers[0].mirror.sections)
     }
 
+    /// A subscriber that reads slowly has its events go out in pieces: a `send` the kernel takes
+    /// in part, the rest through a `uv_write` that finishes later. A publisher that waits for each
+    /// answer has its versions sent at once to the subscribers with nothing to write; one whose
+    /// last event is still on its way must get the next after it, whole.
+    @Test func aSubscriberThatReadsSlowlyGetsEveryEventWholeAndInOrder() throws {
+        let daemon = try Daemon()
+        let publisher = try Client(path: daemon.socketPath)
+        #expect(try publisher.request(#"append_sections trickle {"sections":[{"id":"s"}]}"#).isOK)
+        let slow = try Client(path: daemon.socketPath, receiveBufferBytes: 4096)
+        _ = try slow.request("subscribe trickle")
+        var mirror = StrictMirror()
+        try mirror.feed(try slow.event())
+        let blob = String(repeating: "y", count: 3000)
+        let writes = 300
+        let writer = Thread {
+            for index in 0..<writes {
+                _ = try? publisher.request(#"append_items trickle {"items":[{"id":"i\#(index)","data":"\#(blob)"}]}"#)
+            }
+        }
+        writer.start()
+        while (mirror.version ?? 0) < UInt64(writes + 1) {
+            try mirror.feed(try slow.event())
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        let state = try Client(path: daemon.socketPath).request("get trickle")
+        #expect(state["version"]?.int == writes + 1)
+        #expect(state["digest"]?.string == ReferenceDigest.of(mirror.state))
+        #expect(mirror.sections.first?.items.count == writes)
+    }
+
     @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
         let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
         let publisher = try Client(path: daemon.socketPath)
