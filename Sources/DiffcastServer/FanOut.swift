@@ -11,9 +11,11 @@ protocol FanOutHost: AnyObject {
     func submit(_ job: Job)
     /// `connection` has something new to write.
     func needsWrite(_ connection: Connection)
-    /// Writes `bytes` to `connection` now, without queueing them, when the loop delivers a version
-    /// straight to its subscribers and the connection has nothing else to write; false when it
-    /// did not (the caller queues them).
+    /// Whether the version being published is sent at once to the subscribers with nothing else
+    /// to write (`sendAtOnce`), rather than queued to each.
+    var sendsAtOnce: Bool { get }
+    /// Writes `bytes` to `connection` now, without queueing them, while `sendsAtOnce`, when the
+    /// connection has nothing else to write; false when it did not (the caller queues them).
     func sendAtOnce(_ bytes: SharedBytes, to connection: Connection) -> Bool
     /// Reads no more from `connection`; it is shut down once what it was sent is written.
     func stopReading(_ connection: Connection)
@@ -120,11 +122,12 @@ final class FanOut {
         // Every use of the unowned `host` takes a strong reference for its call: taken once here,
         // the loop over the subscribers takes none.
         let host = self.host
+        let sendsAtOnce = host.sendsAtOnce
         for connection in members {
             let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.subscriptions.advance(name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
-                if host.sendAtOnce(event.line, to: connection) {
+                if sendsAtOnce, host.sendAtOnce(event.line, to: connection) {
                     counters.eventsQueued += 1
                     counters.bytesQueued += UInt64(event.line.count)
                 } else {

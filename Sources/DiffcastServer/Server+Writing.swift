@@ -72,19 +72,27 @@ extension Server {
     // MARK: - Sending at once
 
     /// Delivers the outcomes of a batch applied on the loop (from clients that wait for their
-    /// answers). When the batch published one version, no turns wait and the loop writes alone,
-    /// the version's event is sent to each idle line subscriber as the fan-out reaches it
+    /// answers). When the batch published one version to no more subscribers than one turn
+    /// writes (`leastWritesPerIteration`), no turns wait and the loop writes alone, the
+    /// version's event is sent to each idle line subscriber as the fan-out reaches it
     /// (`sendAtOnce`): one `send` from the shared bytes, with nothing queued, nothing put in the
-    /// line of turns, and nothing taken out of either. The turns exist to gather the versions
-    /// that arrive while a fan-out is written into one write per subscriber; with none waiting
-    /// and one version to send, there is nothing to gather. A batch that published several
-    /// versions, or a version published while turns wait (the loop is behind), goes through the
-    /// queues and the turns as usual.
+    /// line of turns, and nothing taken out of either. The one turn would have written them all
+    /// before the loop reads again, so they get what they would have got, at less cost. A larger
+    /// fan-out waits its turns, between which the loop reads, so that a version published
+    /// meanwhile reaches its later subscribers in the same write: sent whole at once, each
+    /// version to a thousand subscribers would be a thousand sends, which a publisher that waits
+    /// only for its answer outpaces. A batch that published several versions, or a version
+    /// published while turns wait (the loop is behind), goes through the queues and the turns.
     func deliverAppliedHere(_ outcomes: [Outcome]) {
+        var published: String?
         var versions = 0
-        for case .published in outcomes { versions += 1 }
+        for case .published(let name, _, _, _, _) in outcomes {
+            published = name
+            versions += 1
+        }
         let sendsAtOnce =
             versions == 1 && schedule.turnsWaiting == 0 && writerThreads?.hasHelpers != true
+            && published.map { fanOut.subscriberCount(of: $0) <= Self.leastWritesPerIteration } == true
         for outcome in outcomes {
             if case .published = outcome { self.sendsAtOnce = sendsAtOnce }
             deliver(outcome)
