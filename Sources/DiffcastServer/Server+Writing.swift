@@ -114,8 +114,7 @@ extension Server {
             UnsafeRawBufferPointer(start: bytes.pointer, count: bytes.count), to: connection.descriptor)
         if sent == bytes.count { return true }
         guard sent > 0 else { return false }
-        connection.enqueue(
-            SharedBytes(Array(UnsafeRawBufferPointer(start: bytes.pointer + sent, count: bytes.count - sent))))
+        connection.pending.appendRest(of: bytes, after: sent)
         needsWrite(connection)
         return true
     }

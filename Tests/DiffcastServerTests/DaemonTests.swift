@@ -408,6 +408,35 @@ import Testing
         #expect(mirror.sections.first?.items.count == writes)
     }
 
+    /// An event larger than the socket's send buffer leaves its rest to a `uv_write`, which
+    /// waits until the kernel calls the socket writable (three quarters of its buffer read). A
+    /// version published while the reader has made room, but not that much, must wait behind
+    /// that rest, though the connection has nothing queued: sent at once, it would land in the
+    /// middle of the first event.
+    @Test func anEventWaitsBehindTheRestOfAnUnfinishedWrite() throws {
+        let daemon = try Daemon()
+        let publisher = try Client(path: daemon.socketPath)
+        #expect(try publisher.request(#"append_sections big {"sections":[{"id":"s"}]}"#).isOK)
+        let reader = try Client(path: daemon.socketPath)
+        _ = try reader.request("subscribe big")
+        var mirror = StrictMirror()
+        try mirror.feed(try reader.event())
+        let huge = String(repeating: "z", count: 1_000_000)
+        #expect(try publisher.request(#"append_items big {"items":[{"id":"huge","data":"\#(huge)"}]}"#).isOK)
+        // The daemon's send of the event has returned, and its rest waits for a `uv_write`.
+        Thread.sleep(forTimeInterval: 0.2)
+        var received = try #require(try reader.readBytes())
+        #expect(received.count < 1_000_000, "the whole event fit in the socket: the test proves nothing")
+        #expect(try publisher.request(#"append_items big {"items":[{"id":"small","data":1}]}"#).isOK)
+        while received.count(where: { $0 == UInt8(ascii: "\n") }) < 2, let more = try reader.readBytes() {
+            received += more
+        }
+        for line in received.split(separator: UInt8(ascii: "\n")) {
+            try mirror.feed(try JSONParser.parse(Array(line)))
+        }
+        #expect(mirror.version == 3 && mirror.sections.first?.items.map(\.id) == ["huge", "small"])
+    }
+
     @Test func aSlowSubscriberCatchesUpWithoutHoldingUpOthers() throws {
         let daemon = try Daemon(arguments: ["--max-unsent-bytes", "65536"])
         let publisher = try Client(path: daemon.socketPath)
