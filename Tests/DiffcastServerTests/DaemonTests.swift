@@ -381,7 +381,9 @@ import Testing
     /// A subscriber that reads slowly has its events go out in pieces: a `send` the kernel takes
     /// in part, the rest through a `uv_write` that finishes later. A publisher that waits for each
     /// answer has its versions sent at once to the subscribers with nothing to write; one whose
-    /// last event is still on its way must get the next after it, whole.
+    /// last event is still on its way must get the next after it, whole. Each event spans two
+    /// of the kernel's buffers for a Unix socket (at most about 36 KB each), so that a send that
+    /// meets a full socket is often taken in part.
     @Test func aSubscriberThatReadsSlowlyGetsEveryEventWholeAndInOrder() throws {
         let daemon = try Daemon()
         let publisher = try Client(path: daemon.socketPath)
@@ -390,8 +392,8 @@ import Testing
         _ = try slow.request("subscribe trickle")
         var mirror = StrictMirror()
         try mirror.feed(try slow.event())
-        let blob = String(repeating: "y", count: 3000)
-        let writes = 300
+        let blob = String(repeating: "y", count: 50_000)
+        let writes = 60
         let writer = Thread {
             for index in 0..<writes {
                 _ = try? publisher.request(#"append_items trickle {"items":[{"id":"i\#(index)","data":"\#(blob)"}]}"#)
@@ -402,7 +404,10 @@ import Testing
             try mirror.feed(try slow.event())
             Thread.sleep(forTimeInterval: 0.001)
         }
-        let state = try Client(path: daemon.socketPath).request("get trickle")
+        // The whole state is 3 MB: a debug daemon takes seconds to encode it.
+        let observer = try Client(path: daemon.socketPath)
+        try observer.send("get trickle")
+        let state = try #require(try observer.readLine(timeout: 120))
         #expect(state["version"]?.int == writes + 1)
         #expect(state["digest"]?.string == ReferenceDigest.of(mirror.state))
         #expect(mirror.sections.first?.items.count == writes)
