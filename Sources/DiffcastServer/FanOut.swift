@@ -127,12 +127,7 @@ final class FanOut {
             let withinUnsentLimit = !policy.unsentBytes.isAbove(connection.unsentBytes)
             switch connection.subscriptions.advance(name, from: from, to: to, withinUnsentLimit: withinUnsentLimit) {
             case .advanced?:
-                if sendsAtOnce, host.sendAtOnce(event.line, to: connection) {
-                    counters.eventsQueued += 1
-                    counters.bytesQueued += UInt64(event.line.count)
-                } else {
-                    queue(event, to: connection, host: host)
-                }
+                queue(event, to: connection, host: host, sendingAtOnce: sendsAtOnce)
                 releaseAnswers(of: connection)
             case .behind?:
                 fallBehind(connection, in: name)
@@ -388,11 +383,15 @@ final class FanOut {
         queue(event, to: connection, host: host)
     }
 
-    /// The same, with `host` held by the caller (`publish`, once for all its subscribers).
-    private func queue(_ event: FramedEvent, to connection: Connection, host: any FanOutHost) {
+    /// The same, with `host` held by the caller (`publish`, once for all its subscribers), which
+    /// may have the host send the event at once instead (`FanOutHost.sendsAtOnce`).
+    private func queue(
+        _ event: FramedEvent, to connection: Connection, host: any FanOutHost, sendingAtOnce: Bool = false
+    ) {
         guard event.line.count > 0 else { return }
         counters.eventsQueued += 1
         counters.bytesQueued += UInt64(event.line.count)
+        if sendingAtOnce, host.sendAtOnce(event.line, to: connection) { return }
         connection.enqueue(event: event)
         host.needsWrite(connection)
     }

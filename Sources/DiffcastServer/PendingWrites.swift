@@ -35,13 +35,6 @@ struct PendingWrites {
         if isAnswer { holdsAnswer = true }
     }
 
-    /// Queues what a send did not take of `bytes`, whose first `sent` bytes it took (`0 < sent <
-    /// bytes.count`): an event sent at once (`Server.sendAtOnce`) that the kernel took in part.
-    /// The rest is a copy of its own, since other connections share `bytes`.
-    mutating func appendRest(of bytes: SharedBytes, after sent: Int) {
-        append(SharedBytes(Array(UnsafeRawBufferPointer(start: bytes.pointer + sent, count: bytes.count - sent))))
-    }
-
     /// The bytes of the queued buffer when exactly one is queued (a fan-out's usual write, which
     /// needs no vector of buffers); nil when none or several are. They stay where they are while
     /// the buffer is queued (`SharedBytes` never moves its bytes).

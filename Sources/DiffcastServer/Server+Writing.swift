@@ -102,9 +102,10 @@ extension Server {
 
     /// Sends `bytes` to an idle line subscriber now, while `sendsAtOnce`: one with nothing
     /// queued, no write in flight, not marked, waiting for nothing and not finishing, so that
-    /// nothing of its own can be due before them. Bytes the kernel did not take are queued and
-    /// wait their turn; when it took none (a full socket, or an error its turn's write will
-    /// meet), the caller queues them all. Whether the bytes were handled.
+    /// nothing of its own can be due before them. What the kernel did not take of them goes to
+    /// a `uv_write`, as `startWrite` leaves the rest of any write; when it took none (a full
+    /// socket, or an error its turn's write will meet), the caller queues them all. Whether the
+    /// bytes were handled.
     func sendAtOnce(_ bytes: SharedBytes, to connection: Connection) -> Bool {
         guard sendsAtOnce, case .lines = connection.transport, connection.descriptor >= 0,
             connection.pending.isEmpty, !connection.pending.isWriting, connection.scheduled == WriteScheduleEntry(),
@@ -114,8 +115,8 @@ extension Server {
             UnsafeRawBufferPointer(start: bytes.pointer, count: bytes.count), to: connection.descriptor)
         if sent == bytes.count { return true }
         guard sent > 0 else { return false }
-        connection.pending.appendRest(of: bytes, after: sent)
-        needsWrite(connection)
+        connection.pending.append(bytes)
+        leaveRestToWrite(connection, sent: sent)
         return true
     }
 
@@ -283,13 +284,17 @@ extension Server {
                 close(connection)
                 return
             }
-            // What the kernel did not take is kept alive by the `uv_write` that finishes it.
-            let chunks = connection.pending.take(limit: Self.buffersPerWrite)
-            let taken = max(attempt.written, 0)
-            connection.pending.sent(bytes: taken)
-            queueWrite(of: chunks, skipping: taken, to: connection)
+            leaveRestToWrite(connection, sent: max(attempt.written, 0))
             return
         }
+    }
+
+    /// Hands the first queued buffers, of which a send took `sent` bytes, to a `uv_write`,
+    /// which writes the rest when the socket can take it and keeps the bytes alive meanwhile.
+    private func leaveRestToWrite(_ connection: Connection, sent: Int) {
+        let chunks = connection.pending.take(limit: Self.buffersPerWrite)
+        connection.pending.sent(bytes: sent)
+        queueWrite(of: chunks, skipping: sent, to: connection)
     }
 
     /// Writes the first queued buffers (up to `buffersPerWrite`) to the connection's socket as

@@ -24,17 +24,6 @@ import Testing
         }
     }
 
-    /// What a send did not take of a shared event is queued as the event's last bytes, counted,
-    /// behind what was queued before; the event itself is left as it was for the others.
-    @Test func theRestOfAPartialSendIsQueuedAlone() {
-        let event = SharedBytes(Array("{\"event\":\"changeset\"}\n".utf8))
-        var pending = PendingWrites()
-        pending.appendRest(of: event, after: 9)
-        #expect(pending.buffers.map(\.bytes) == [Array("\"changeset\"}\n".utf8)])
-        #expect(pending.queuedBytes == event.count - 9 && !pending.holdsAnswer)
-        #expect(event.bytes == Array("{\"event\":\"changeset\"}\n".utf8))
-    }
-
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func randomWritesKeepEveryByteCountedAndInOrder(seed: UInt64) {
         var rng = SplitMix64(seed: seed)
