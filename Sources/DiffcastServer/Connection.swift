@@ -146,10 +146,17 @@ final class Connection: WriteScheduled, Identifiable {
 
     /// Sends the answers that are next in turn and whose events have been queued; call it
     /// whenever a subscription of this connection moves on. Whether it queued any.
-    @discardableResult
+    ///
+    /// Nearly always none waits: every subscriber asks at every version of a fan-out, so the
+    /// answer to that is made where it is asked, without a call.
+    @discardableResult @inline(__always)
     func releaseAnswers() -> Bool {
+        answeredOutOfTurn.isEmpty ? false : releaseAnswersWaiting()
+    }
+
+    private func releaseAnswersWaiting() -> Bool {
         let queuedBefore = nextSlotToSend
-        while !answeredOutOfTurn.isEmpty, let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
+        while let ready = answeredOutOfTurn[nextSlotToSend], hasBeenSent(ready.after) {
             answeredOutOfTurn[nextSlotToSend] = nil
             enqueue(answer: ready.bytes, requests: ready.requests)
             nextSlotToSend += UInt64(ready.requests)

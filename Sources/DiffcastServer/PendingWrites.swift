@@ -7,22 +7,31 @@ import DiffcastEngine
 /// without a socket (`PendingWritesTests`). Changed on the loop thread only: a writer thread is
 /// handed buffers already taken (`take`), and the loop is told what the kernel took.
 struct PendingWrites {
-    /// Queued buffers, in the order they go out; none of them is part of a write yet.
-    private(set) var buffers: [SharedBytes] = []
-    /// Bytes in `buffers`.
+    /// The queued buffer when exactly one is queued, a fan-out's usual write: kept apart from
+    /// `several`, queueing it and dropping it once written touch no array storage (a thousand
+    /// subscribers' arrays are a thousand heap objects, each a cache miss per version). Never
+    /// set while `several` holds any.
+    private var lone: SharedBytes?
+    /// The queued buffers when more than one has been queued since the queue was last empty, in
+    /// the order they go out; none of them is part of a write yet.
+    private var several: [SharedBytes] = []
+    /// Bytes queued.
     private(set) var queuedBytes = 0
     /// Bytes of the write in progress that the kernel has not taken yet.
     private(set) var bytesInFlight = 0
     /// A write is in progress: no other starts until it has finished.
     private(set) var isWriting = false
-    /// `buffers` holds an answer: a client waits for it, so it never lingers.
+    /// What is queued holds an answer: a client waits for it, so it never lingers.
     private(set) var holdsAnswer = false
 
     /// Room for a few dozen events is kept after a flush; more goes (a burst would hold it for
     /// good).
     private static let keptCapacity = 64
 
-    var isEmpty: Bool { buffers.isEmpty }
+    var isEmpty: Bool { lone == nil && several.isEmpty }
+
+    /// The queued buffers, in the order they go out.
+    var queued: [SharedBytes] { lone.map { [$0] } ?? several }
 
     /// Bytes queued or being written and not yet taken by the kernel.
     var unsentBytes: Int { queuedBytes + bytesInFlight }
@@ -30,7 +39,12 @@ struct PendingWrites {
     /// Queues `bytes` behind what is queued; `isAnswer` when a client waits for them.
     mutating func append(_ bytes: SharedBytes, isAnswer: Bool = false) {
         defer { checkInvariants() }
-        buffers.append(bytes)
+        if lone == nil && several.isEmpty {
+            lone = bytes
+        } else {
+            if let first = lone.take() { several.append(first) }
+            several.append(bytes)
+        }
         queuedBytes += bytes.count
         if isAnswer { holdsAnswer = true }
     }
@@ -39,33 +53,34 @@ struct PendingWrites {
     /// needs no vector of buffers); nil when none or several are. They stay where they are while
     /// the buffer is queued (`SharedBytes` never moves its bytes).
     var onlyQueued: UnsafeRawBufferPointer? {
-        guard buffers.count == 1 else { return nil }
-        return UnsafeRawBufferPointer(start: buffers[0].pointer, count: buffers[0].count)
+        if let lone { return UnsafeRawBufferPointer(start: lone.pointer, count: lone.count) }
+        guard several.count == 1 else { return nil }
+        return UnsafeRawBufferPointer(start: several[0].pointer, count: several[0].count)
     }
 
     /// Shows `body` up to `limit` queued buffers, in place, for one vectored write: the queue keeps
     /// its storage, where handing it to each write would make the next event allocate another.
-    func withQueued<Result>(limit: Int, _ body: (ArraySlice<SharedBytes>) -> Result) -> Result {
-        body(buffers.prefix(limit))
+    func withQueued<Result>(limit: Int, _ body: (UnsafeBufferPointer<SharedBytes>) -> Result) -> Result {
+        if let lone { return withUnsafePointer(to: lone) { body(UnsafeBufferPointer(start: $0, count: 1)) } }
+        return several.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0.prefix(limit))) }
     }
 
     /// Forgets the first `count` queued buffers, `bytes` in all, which the kernel took whole
     /// (a write that finished at once, without becoming the write in progress).
     mutating func dropWritten(_ count: Int, bytes: Int) {
         defer { checkInvariants() }
-        if count == 1 && buffers.count == 1 {
-            // A fan-out's usual write: cheaper than emptying through `removeAll`.
-            buffers.removeLast()
+        if lone != nil {
+            lone = nil
             holdsAnswer = false
-        } else if count == buffers.count {
-            if buffers.capacity > Self.keptCapacity {
-                buffers = []
+        } else if count == several.count {
+            if several.capacity > Self.keptCapacity {
+                several = []
             } else {
-                buffers.removeAll(keepingCapacity: true)
+                several.removeAll(keepingCapacity: true)
             }
             holdsAnswer = false
         } else {
-            buffers.removeFirst(count)
+            several.removeFirst(count)
         }
         queuedBytes -= bytes
     }
@@ -74,13 +89,16 @@ struct PendingWrites {
     mutating func take(limit: Int) -> [SharedBytes] {
         defer { checkInvariants() }
         let taken: [SharedBytes]
-        if buffers.count <= limit {
-            taken = buffers
-            buffers = []
+        if let first = lone.take() {
+            taken = [first]
+            holdsAnswer = false
+        } else if several.count <= limit {
+            taken = several
+            several = []
             holdsAnswer = false
         } else {
-            taken = Array(buffers.prefix(limit))
-            buffers.removeFirst(taken.count)
+            taken = Array(several.prefix(limit))
+            several.removeFirst(taken.count)
         }
         let bytes = taken.reduce(0) { $0 + $1.count }
         queuedBytes -= bytes
@@ -109,9 +127,10 @@ struct PendingWrites {
     private func checkInvariants() {
         #if DIFFCAST_INTERNAL_CHECKS
             precondition(queuedBytes >= 0 && bytesInFlight >= 0, "pending writes counted below zero")
-            precondition(!buffers.isEmpty || queuedBytes == 0, "pending bytes counted with no buffer queued")
+            precondition(lone == nil || several.isEmpty, "a lone buffer queued beside several")
+            precondition(!isEmpty || queuedBytes == 0, "pending bytes counted with no buffer queued")
             precondition(isWriting || bytesInFlight == 0, "bytes in flight with no write in progress")
-            precondition(!holdsAnswer || !buffers.isEmpty, "an answer held with no buffer queued")
+            precondition(!holdsAnswer || !isEmpty, "an answer held with no buffer queued")
         #endif
     }
 
@@ -119,7 +138,8 @@ struct PendingWrites {
     /// catch-up replaces them; everything, when the connection closes).
     mutating func discardQueued() {
         defer { checkInvariants() }
-        buffers = []
+        lone = nil
+        several = []
         queuedBytes = 0
         holdsAnswer = false
     }

@@ -44,15 +44,20 @@ protocol WriteScheduled: AnyObject {
 /// The lists leave stale entries behind rather than search themselves: each connection knows its
 /// place in the list it waits in, and an entry whose connection waits for something else now, or
 /// at another place, is skipped when its list is drained.
-struct WriteSchedule<Writer: WriteScheduled> {
+///
+/// Never copied: the schedule owns the connections in its line of turns (`order`), and lets go of
+/// those still there when it goes away.
+struct WriteSchedule<Writer: WriteScheduled>: ~Copyable {
     /// Connections marked since the last flush, each once.
     private var marked: [Writer] = []
     /// The lingering streams, in the order they began, with stale entries.
     private var lingering: [Writer] = []
-    /// The line of turns. Where the next turn is: `order[head]`; the entries before it are spent,
-    /// each taken out (nil) as its turn came, so that a connection moves out of the line rather
-    /// than being copied out of it and released later.
-    private var order: [Writer?] = []
+    /// The line of turns. Where the next turn is: `order[head]`; the entries before it are spent.
+    /// Each entry from `head` on holds its connection retained, and hands that reference over
+    /// when its turn is taken (`nextTurn`): a connection moves out of the line with no retain and
+    /// no release, and the spent entries, plain pointers, need no destroying when the line is
+    /// emptied (a thousand per pass of a fan-out).
+    private var order: [Unmanaged<Writer>] = []
     private var head = 0
     /// Entries dropped from the front of `order` so far: an entry's place in line is this plus
     /// its index.
@@ -120,7 +125,7 @@ struct WriteSchedule<Writer: WriteScheduled> {
         dropSpentTurnsIfFull()
         writer.scheduled.wait = .turn(place: dropped + order.count)
         turnsWaiting += 1
-        order.append(writer)
+        order.append(Unmanaged.passRetained(writer))
     }
 
     /// Takes the connection out of whatever it waits for (it is written now, or gone). Its entry
@@ -170,9 +175,9 @@ struct WriteSchedule<Writer: WriteScheduled> {
         defer { checkInvariants() }
         while head < order.count {
             let place = dropped + head
-            let entry = order[head].take()
+            let writer = order[head].takeRetainedValue()
             head += 1
-            if let writer = entry, writer.scheduled.wait == .turn(place: place) {
+            if writer.scheduled.wait == .turn(place: place) {
                 writer.scheduled.wait = .none
                 turnsWaiting -= 1
                 return writer
@@ -182,6 +187,11 @@ struct WriteSchedule<Writer: WriteScheduled> {
         order.removeAll(keepingCapacity: true)
         head = 0
         return nil
+    }
+
+    /// Lets go of the connections whose turn never came.
+    deinit {
+        for entry in order[head...] { entry.release() }
     }
 
     /// Drops the spent entries before the line's storage would grow, when they are half of it

@@ -67,8 +67,8 @@ import Testing
                     model.queued = []
                 }
             }
-            #expect(pending.buffers.count == model.queued.count, "step \(step)")
-            #expect(zip(pending.buffers, model.queued).allSatisfy { $0 === $1.bytes }, "step \(step)")
+            #expect(pending.queued.count == model.queued.count, "step \(step)")
+            #expect(zip(pending.queued, model.queued).allSatisfy { $0 === $1.bytes }, "step \(step)")
             #expect(pending.queuedBytes == model.queuedBytes, "step \(step)")
             #expect(pending.bytesInFlight == model.inFlight, "step \(step)")
             #expect(pending.unsentBytes == model.queuedBytes + model.inFlight, "step \(step)")

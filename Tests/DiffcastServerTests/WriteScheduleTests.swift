@@ -63,6 +63,35 @@ import Testing
             writer.allSatisfy { $0.scheduled == WriteScheduleEntry() }, "a connection out of the line keeps no place")
     }
 
+    /// The line keeps each connection in it alive until its turn, stale entries included, and
+    /// no longer: a turn taken hands the connection over, and a schedule that goes away lets go
+    /// of those whose turn never came.
+    @Test func theLineHoldsItsConnectionsUntilTheirTurnAndNoLonger() {
+        weak var taken: Writer?
+        weak var skipped: Writer?
+        weak var stillWaiting: Writer?
+        do {
+            var schedule = WriteSchedule<Writer>()
+            do {
+                let writers = Self.writers(3)
+                (taken, skipped, stillWaiting) = (writers[0], writers[1], writers[2])
+                for writer in writers { schedule.waitTurn(writer) }
+                // Written at once: its entry stays in the line, stale.
+                schedule.writeNow(writers[1])
+            }
+            #expect(taken != nil && skipped != nil && stillWaiting != nil, "the line holds every entry")
+            #expect(schedule.nextTurn()?.id == 0)
+            #expect(taken == nil, "a turn taken is handed over, not kept")
+            #expect(schedule.nextTurn()?.id == 2)
+            #expect(skipped == nil, "a stale entry is let go as the line passes it")
+            // Back in line, and the schedule goes away before its turn.
+            let last = Writer(2)
+            stillWaiting = last
+            schedule.waitTurn(last)
+        }
+        #expect(stillWaiting == nil, "a schedule that goes away lets go of the line")
+    }
+
     /// A line that is never emptied (a turn taken, another joins, a few always waiting) keeps
     /// its storage within a bound of the turns waiting, however many have passed through it.
     @Test func aLineNeverEmptiedStaysSmall() {
@@ -100,12 +129,15 @@ import Testing
         var batch: [Writer] = []
         schedule.takeMarked(into: &batch)
         #expect(batch.map(\.id) == [2, 0])
-        #expect(!schedule.hasMarked)
+        let markedAfterTaking = schedule.hasMarked
+        #expect(!markedAfterTaking)
         schedule.mark(writer[2])
-        #expect(!schedule.hasMarked, "a connection marked and not yet decided is not listed again")
+        let markedAgain = schedule.hasMarked
+        #expect(!markedAgain, "a connection marked and not yet decided is not listed again")
         schedule.skip(writer[2])
         schedule.mark(writer[2])
-        #expect(schedule.hasMarked)
+        let markedAfterSkip = schedule.hasMarked
+        #expect(markedAfterSkip)
     }
 
     @Test(arguments: [7, 200]) func randomOperationsMatchThePlainLists(connections: Int) {
