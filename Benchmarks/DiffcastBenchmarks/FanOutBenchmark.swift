@@ -45,9 +45,9 @@ struct FanOutBenchmark: ParsableCommand {
         emit("Each write is sent once every subscriber holds the one before; \"to reach all\" is from the send")
         emit("to the last subscriber's read. Medians of \(runs) alternated runs per count.\n")
         emit(
-            "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | reader CPU per delivery (µs) | memory per subscriber (KB) |"
+            "| subscribers | server | deliveries/s | p50 to reach all (ms) | p99 to reach all (ms) | server CPU per delivery (µs) | reader CPU per delivery (µs) | memory per subscriber (KB) | CPU taken by the host (%) |"
         )
-        emit("|---:|---|---:|---:|---:|---:|---:|---:|")
+        emit("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         var summary: [String] = []
         for count in subscribers {
             var ours: [Result] = []
@@ -85,6 +85,8 @@ struct FanOutBenchmark: ParsableCommand {
         /// The benchmark's reader: when it is near the server's, the reader sets the pace.
         var readerCPUPerDelivery: Double
         var bytesPerSubscriber: Double
+        /// The share of the machine's CPU time the host took while it ran (`MachineCPUTime`).
+        var stolen: Double
 
         static func median(of results: [Result]) -> Result {
             Result(
@@ -92,15 +94,16 @@ struct FanOutBenchmark: ParsableCommand {
                 p50: percentile(results.map(\.p50), 0.5), p99: percentile(results.map(\.p99), 0.5),
                 serverCPUPerDelivery: percentile(results.map(\.serverCPUPerDelivery), 0.5),
                 readerCPUPerDelivery: percentile(results.map(\.readerCPUPerDelivery), 0.5),
-                bytesPerSubscriber: percentile(results.map(\.bytesPerSubscriber), 0.5))
+                bytesPerSubscriber: percentile(results.map(\.bytesPerSubscriber), 0.5),
+                stolen: percentile(results.map(\.stolen), 0.5))
         }
 
         func row(subscribers: Int, server: String) -> String {
             String(
-                format: "| %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |", subscribers, server,
+                format: "| %d | %@ | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |", subscribers, server,
                 deliveriesPerSecond,
                 p50 * 1000, p99 * 1000, serverCPUPerDelivery * 1e6, readerCPUPerDelivery * 1e6,
-                bytesPerSubscriber / 1024)
+                bytesPerSubscriber / 1024, stolen * 100)
         }
     }
 
@@ -261,6 +264,7 @@ private final class Subscribers {
         times.reserveCapacity(writes)
         var serverCPU = 0.0
         var readerCPU = 0.0
+        var machineCPU = MachineCPUTime()
         var began = ContinuousClock.now
         // The last write each subscriber was counted as holding.
         var reached = [Int](repeating: -1, count: descriptors.count)
@@ -268,6 +272,7 @@ private final class Subscribers {
             if index == warmUp {
                 serverCPU = server.cpuSeconds
                 readerCPU = cpuSecondsOfProcess("self")
+                machineCPU = .now()
                 began = .now
             }
             let sent = ContinuousClock.now
@@ -296,6 +301,6 @@ private final class Subscribers {
             p99: percentile(times, 0.99),
             serverCPUPerDelivery: (server.cpuSeconds - serverCPU) / Double(writes * descriptors.count),
             readerCPUPerDelivery: (cpuSecondsOfProcess("self") - readerCPU) / Double(writes * descriptors.count),
-            bytesPerSubscriber: bytesPerSubscriber)
+            bytesPerSubscriber: bytesPerSubscriber, stolen: MachineCPUTime.now().stealShare(since: machineCPU))
     }
 }

@@ -219,7 +219,6 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
 }
 
-/// This process's resident memory (from /proc/self/statm).
 /// CPU time (user + system) a process has used so far, in seconds: `pid` or `self`.
 func cpuSecondsOfProcess(_ pid: String) -> Double {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -231,6 +230,34 @@ func cpuSecondsOfProcess(_ pid: String) -> Double {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// The machine's CPU time so far, from the first line of /proc/stat, in clock ticks: all of it,
+/// and what the host took from this virtual machine's CPUs ("steal": time a virtual CPU was ready
+/// to run and the host ran something else). To the guest, whatever was running when the host
+/// took its CPU seems to run on: a thread shows as running for milliseconds without a system
+/// call, and every latency across that stretch grows by it, whichever server is measured.
+struct MachineCPUTime {
+    var total: UInt64 = 0
+    var steal: UInt64 = 0
+
+    static func now() -> MachineCPUTime {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return MachineCPUTime() }
+        // user nice system idle iowait irq softirq steal (guest time is counted in user already).
+        let ticks = line.split(separator: " ").dropFirst().prefix(8).compactMap { UInt64($0) }
+        guard ticks.count == 8 else { return MachineCPUTime() }
+        return MachineCPUTime(total: ticks.reduce(0, +), steal: ticks[7])
+    }
+
+    /// The share of the machine's CPU time the host took since `earlier` (0 where /proc/stat
+    /// says nothing of it).
+    func stealShare(since earlier: MachineCPUTime) -> Double {
+        guard total > earlier.total else { return 0 }
+        return Double(steal &- earlier.steal) / Double(total - earlier.total)
+    }
+}
+
+/// This process's resident memory (from /proc/self/statm).
 func residentBytesOfThisProcess() -> Int {
     let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
     guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
