@@ -22,7 +22,7 @@ struct FanOutBenchmark: ParsableCommand {
     @Option(help: "Deliveries measured per run: writes = deliveries ÷ subscribers (at least 50).")
     var deliveries = 2_000_000
 
-    @Option(help: "Runs per count, each diffcastd then Redis; the table gives their medians.")
+    @Option(help: "Runs per count, diffcastd and Redis each first in every other run; the table gives their medians.")
     var runs = 3
 
     @Option(help: "Threads that write to subscribers, in both servers (diffcastd's io_threads, Redis's io-threads).")
@@ -52,9 +52,15 @@ struct FanOutBenchmark: ParsableCommand {
         for count in subscribers {
             var ours: [Result] = []
             var theirs: [Result] = []
-            for _ in 0..<max(1, runs) {
+            for run in 0..<max(1, runs) {
+                // Each server goes first in every other run, so that what the machine does to
+                // the first of a pair falls on both.
+                let redisFirst = run % 2 == 1 && !diffcastOnly
+                if redisFirst { theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock")) }
                 ours.append(try measureDiffcast(subscribers: count, at: directory + "/d.sock"))
-                if !diffcastOnly { theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock")) }
+                if !diffcastOnly && !redisFirst {
+                    theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock"))
+                }
             }
             guard !diffcastOnly else {
                 emit(Result.median(of: ours).row(subscribers: count, server: "diffcastd"))
