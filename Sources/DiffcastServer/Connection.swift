@@ -147,8 +147,8 @@ final class Connection: WriteScheduled, Identifiable {
     /// Sends the answers that are next in turn and whose events have been queued; call it
     /// whenever a subscription of this connection moves on. Whether it queued any.
     ///
-    /// Nearly always none waits: every subscriber asks at every version of a fan-out, so the
-    /// answer to that is made where it is asked, without a call.
+    /// A fan-out asks it of every subscriber at every version, and nearly always no answer
+    /// waits: that case is decided inline, without a call.
     @discardableResult @inline(__always)
     func releaseAnswers() -> Bool {
         answeredOutOfTurn.isEmpty ? false : releaseAnswersWaiting()
