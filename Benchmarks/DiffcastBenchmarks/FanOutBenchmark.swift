@@ -63,18 +63,18 @@ struct FanOutBenchmark: ParsableCommand {
                 }
             }
             guard !diffcastOnly else {
-                emit(Result.median(of: ours).row(subscribers: count, server: "diffcastd"))
+                emit(Result.medians(of: ours).row(subscribers: count, server: "diffcastd"))
                 continue
             }
-            let diffcast = Result.median(of: ours)
-            let redis = Result.median(of: theirs)
+            let diffcast = Result.medians(of: ours)
+            let redis = Result.medians(of: theirs)
             emit(diffcast.row(subscribers: count, server: "diffcastd"))
             emit(redis.row(subscribers: count, server: "redis pub/sub"))
             let ratios = zip(ours, theirs).map { $0.deliveriesPerSecond / $1.deliveriesPerSecond }
             summary.append(
                 String(
                     format: "%d subscribers: deliveries/s %.2f× Redis (runs %@), p50 %.2f×, p99 %.2f×", count,
-                    percentile(ratios, 0.5), ratios.map { String(format: "%.2f", $0) }.joined(separator: ", "),
+                    median(ratios), ratios.map { String(format: "%.2f", $0) }.joined(separator: ", "),
                     diffcast.p50 / redis.p50, diffcast.p99 / redis.p99))
         }
         guard !summary.isEmpty else { return }
@@ -94,14 +94,14 @@ struct FanOutBenchmark: ParsableCommand {
         /// The share of the machine's CPU time the host took while it ran (`MachineCPUTime`).
         var stolen: Double
 
-        static func median(of results: [Result]) -> Result {
+        static func medians(of results: [Result]) -> Result {
             Result(
-                deliveriesPerSecond: percentile(results.map(\.deliveriesPerSecond), 0.5),
-                p50: percentile(results.map(\.p50), 0.5), p99: percentile(results.map(\.p99), 0.5),
-                serverCPUPerDelivery: percentile(results.map(\.serverCPUPerDelivery), 0.5),
-                readerCPUPerDelivery: percentile(results.map(\.readerCPUPerDelivery), 0.5),
-                bytesPerSubscriber: percentile(results.map(\.bytesPerSubscriber), 0.5),
-                stolen: percentile(results.map(\.stolen), 0.5))
+                deliveriesPerSecond: median(results.map(\.deliveriesPerSecond)),
+                p50: median(results.map(\.p50)), p99: median(results.map(\.p99)),
+                serverCPUPerDelivery: median(results.map(\.serverCPUPerDelivery)),
+                readerCPUPerDelivery: median(results.map(\.readerCPUPerDelivery)),
+                bytesPerSubscriber: median(results.map(\.bytesPerSubscriber)),
+                stolen: median(results.map(\.stolen)))
         }
 
         func row(subscribers: Int, server: String) -> String {

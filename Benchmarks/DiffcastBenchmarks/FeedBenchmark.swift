@@ -103,8 +103,8 @@ struct FeedBenchmark: ParsableCommand {
                 String(
                     format:
                         "\nRatio \(scoped ? "with tokens / without" : "diffcastd / redis") over %d alternated runs: deliveries/s median %.2f× (%@), p99 latency median %.2f× (%@); p99 below the other's in %d of %d; maximum latency median %.2f× (%@), at or below the other's in %d of %d\n",
-                    ratios.count, percentile(ratios, 0.5), list(ratios), percentile(p99Ratios, 0.5), list(p99Ratios),
-                    p99Ratios.count { $0 < 1 }, p99Ratios.count, percentile(maximumRatios, 0.5), list(maximumRatios),
+                    ratios.count, median(ratios), list(ratios), median(p99Ratios), list(p99Ratios),
+                    p99Ratios.count { $0 < 1 }, p99Ratios.count, median(maximumRatios), list(maximumRatios),
                     maximumRatios.count { $0 <= 1 }, maximumRatios.count))
             emit(
                 "Maximum latency at or below the other's in the runs the host took no CPU from: \(calmMaximumRatios.count { $0 <= 1 }) of \(calmMaximumRatios.count)\n"

@@ -213,6 +213,18 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     return Double(whole) + Double(fraction) / 1e18
 }
 
+/// The median of a few runs' figures: the middle one, or the mean of the two middle ones when
+/// their count is even (`percentile(values, 0.5)` takes the upper of the two, which over six
+/// runs leans toward the better half).
+func median(_ values: [Double]) -> Double {
+    guard !values.isEmpty else { return 0 }
+    let sorted = values.sorted()
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+/// The value below which `fraction` of `values` fall (the nearest rank): for latencies over many
+/// samples; a few runs' figures take `median`.
 func percentile(_ values: [Double], _ fraction: Double) -> Double {
     guard !values.isEmpty else { return 0 }
     let sorted = values.sorted()
