@@ -53,14 +53,16 @@ struct FanOutBenchmark: ParsableCommand {
             var ours: [Result] = []
             var theirs: [Result] = []
             for run in 0..<max(1, runs) {
-                // Each server goes first in every other run, so that what the machine does to
-                // the first of a pair falls on both.
-                let redisFirst = run % 2 == 1 && !diffcastOnly
-                if redisFirst { theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock")) }
-                ours.append(try measureDiffcast(subscribers: count, at: directory + "/d.sock"))
-                if !diffcastOnly && !redisFirst {
-                    theirs.append(try measureRedis(subscribers: count, at: directory + "/r.sock"))
+                let measureOurs = { try measureDiffcast(subscribers: count, at: directory + "/d.sock") }
+                guard !diffcastOnly else {
+                    ours.append(try measureOurs())
+                    continue
                 }
+                let pair = try measuredAlternately(
+                    run: run, ours: measureOurs,
+                    peer: { try measureRedis(subscribers: count, at: directory + "/r.sock") })
+                ours.append(pair.ours)
+                theirs.append(pair.peer)
             }
             guard !diffcastOnly else {
                 emit(Result.medians(of: ours).row(subscribers: count, server: "diffcastd"))

@@ -50,8 +50,8 @@ struct FeedBenchmark: ParsableCommand {
             "| server | items held at the end | last version | deliveries/s | p50 latency (ms) | p99 latency (ms) | p99.9 latency (ms) | max latency (ms) | server CPU per write (µs) | client CPU per write (µs) | peak RSS (MB) | CPU taken by the host (%) |"
         )
         emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        // Alternated, so that the machine's drift falls on both: one run is not the level here
-        // (the ratio moves by ±15% from run to run).
+        // One run is not the level here (the ratio moves by ±15% from run to run): the runs
+        // alternate (`measuredAlternately`), and their medians close the table.
         var ratios: [Double] = []
         var p99Ratios: [Double] = []
         var maximumRatios: [Double] = []
@@ -61,34 +61,28 @@ struct FeedBenchmark: ParsableCommand {
         let scopedAccess = scoped ? try ScopedAccess(directory: directory) : nil
         let peerName =
             scoped ? "diffcastd, every client with a capability token" : "redis pub/sub (each append a PUBLISH)"
-        let measurePeer = {
-            if let scopedAccess { return try feed(diffcastAt: directory + "/s.sock", access: scopedAccess) }
-            return try feed(redisAt: directory + "/r.sock")
-        }
         for run in 0..<max(1, runs) {
-            // Each side goes first in every other run, so that what the machine does to the first
-            // of a pair falls on both.
-            let ours: Result
-            let peer: Result
-            if run % 2 == 0 {
-                ours = try feed(diffcastAt: directory + "/d.sock")
-                emit(ours.row("diffcastd"))
-                peer = try measurePeer()
-                emit(peer.row(peerName))
-            } else {
-                peer = try measurePeer()
-                emit(peer.row(peerName))
-                ours = try feed(diffcastAt: directory + "/d.sock")
-                emit(ours.row("diffcastd"))
-            }
+            let (ours, peer) = try measuredAlternately(
+                run: run,
+                ours: {
+                    let ours = try feed(diffcastAt: directory + "/d.sock")
+                    emit(ours.row("diffcastd"))
+                    return ours
+                },
+                peer: {
+                    let peer =
+                        try scopedAccess.map { try feed(diffcastAt: directory + "/s.sock", access: $0) }
+                        ?? feed(redisAt: directory + "/r.sock")
+                    emit(peer.row(peerName))
+                    return peer
+                })
             // With tokens, the ratios are scoped ÷ plain; else diffcastd ÷ Redis.
             let (numerator, denominator) = scoped ? (peer, ours) : (ours, peer)
             ratios.append(numerator.deliveriesPerSecond / denominator.deliveriesPerSecond)
             p99Ratios.append(percentile(numerator.latencies, 0.99) / percentile(denominator.latencies, 0.99))
-            maximumRatios.append(numerator.maximumLatency / denominator.maximumLatency)
-            if numerator.stolen == 0 && denominator.stolen == 0 {
-                calmMaximumRatios.append(numerator.maximumLatency / denominator.maximumLatency)
-            }
+            let maximumRatio = numerator.maximumLatency / denominator.maximumLatency
+            maximumRatios.append(maximumRatio)
+            if numerator.stolen == 0 && denominator.stolen == 0 { calmMaximumRatios.append(maximumRatio) }
         }
         if ratios.count == 1 {
             emit(

@@ -213,6 +213,20 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     return Double(whole) + Double(fraction) / 1e18
 }
 
+/// Measures a pair, diffcastd's run and its peer's, the one first in even runs and the other in
+/// odd ones: what the machine does to the first of a pair (or the host, to a run after an idle
+/// spell) falls on both sides alike over the runs.
+func measuredAlternately<Measured>(
+    run: Int, ours: () throws -> Measured, peer: () throws -> Measured
+) rethrows -> (ours: Measured, peer: Measured) {
+    if run % 2 == 0 {
+        let first = try ours()
+        return (first, try peer())
+    }
+    let first = try peer()
+    return (try ours(), first)
+}
+
 /// The median of a few runs' figures: the middle one, or the mean of the two middle ones when
 /// their count is even (`percentile(values, 0.5)` takes the upper of the two, which over six
 /// runs leans toward the better half).
