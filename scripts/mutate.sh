@@ -145,7 +145,7 @@ scope-read-ignored|Sources/DiffcastAccess/Holder.swift|            case .read: r
 scope-write-is-read|Sources/DiffcastAccess/Holder.swift|            case .write: return rights.write.contains(collection)|            case .write: return rights.read.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
 scope-drop-is-write|Sources/DiffcastAccess/Holder.swift|            case .drop: return rights.drop.contains(collection)|            case .drop: return rights.write.contains(collection)|HolderTests|py:Tests/Access/test_rights.py
 scope-stats-without-admin|Sources/DiffcastAccess/Holder.swift|            case .admin: return false|            case .admin: return true|HolderTests|py:Tests/Access/test_rights.py
-scope-anonymous-not-joined|Sources/DiffcastAccess/Holder.swift|        case .token(let token): token.rights.union(anonymous)|        case .token(let token): token.rights|HolderTests|py:Tests/Access/test_anonymous.py
+scope-anonymous-not-joined|Sources/DiffcastAccess/Holder.swift|            case .token(let token): scopedRights = token.rights.union(anonymous)|            case .token(let token): scopedRights = token.rights|HolderTests|py:Tests/Access/test_anonymous.py
 scope-expiry-unchecked|Sources/DiffcastAccess/TokenVerifier.swift|        guard now <= expiry + leewaySeconds else|        guard Bool(true) else|TokenVerifierTests|py:Tests/Access/test_tokens.py
 scope-any-alg-for-a-key|Sources/DiffcastAccess/KeySet.swift|            key.algorithm == algorithm && (identifier|            Bool(true) && (identifier|TokenVerifierTests|py:Tests/Access/test_tokens.py
 scope-unknown-kid-tries-others|Sources/DiffcastAccess/KeySet.swift|(identifier == nil|(Bool(true)|TokenVerifierTests

@@ -45,14 +45,49 @@ public struct Refusal: Sendable, Equatable {
 
 /// A credential with the anonymous rights that join it: the one place that decides whether a
 /// request is allowed. Every transport asks it, so they decide alike.
+///
+/// Its parts live in one immutable box, made when the credential or the anonymous rights
+/// change: every request of a connection is checked against its holder, so a copy is one
+/// retain (not one per pattern list), and a token's rights are joined to the anonymous ones
+/// once, not on every request.
 public struct Holder: Sendable, Equatable {
-    public var credential: Credential
+    public var credential: Credential {
+        get { parts.credential }
+        set { parts = Parts(newValue, anonymous: anonymous) }
+    }
     /// `auth_anonymous`: given to everyone, joined to a token's rights.
-    public var anonymous: Rights
+    public var anonymous: Rights {
+        get { parts.anonymous }
+        set { parts = Parts(credential, anonymous: newValue) }
+    }
+
+    private final class Parts: Sendable {
+        let credential: Credential
+        let anonymous: Rights
+        /// Rights as patterns, for credentials that have them (a token joined with the
+        /// anonymous rights, anonymous alone); nil for those that are not scoped by collection
+        /// (the daemon's token, a peer's lists).
+        let scopedRights: Rights?
+
+        init(_ credential: Credential, anonymous: Rights) {
+            self.credential = credential
+            self.anonymous = anonymous
+            switch credential {
+            case .anonymous: scopedRights = anonymous
+            case .token(let token): scopedRights = token.rights.union(anonymous)
+            case .everything, .peer: scopedRights = nil
+            }
+        }
+    }
+
+    private var parts: Parts
 
     public init(_ credential: Credential, anonymous: Rights) {
-        self.credential = credential
-        self.anonymous = anonymous
+        parts = Parts(credential, anonymous: anonymous)
+    }
+
+    public static func == (lhs: Holder, rhs: Holder) -> Bool {
+        lhs.parts === rhs.parts || (lhs.credential == rhs.credential && lhs.anonymous == rhs.anonymous)
     }
 
     /// Whether a valid token (or the daemon's) was presented: a refusal is then 403, not 401.
@@ -79,19 +114,11 @@ public struct Holder: Sendable, Equatable {
         }
     }
 
-    /// Rights as patterns, for credentials that have them (a token, anonymous); nil for those
-    /// that are not scoped by collection (the daemon's token, a peer's lists).
-    private var scopedRights: Rights? {
-        switch credential {
-        case .anonymous: anonymous
-        case .token(let token): token.rights.union(anonymous)
-        case .everything, .peer: nil
-        }
-    }
+    private var scopedRights: Rights? { parts.scopedRights }
 
     /// Whether the holder has `right` on the collection.
     public func may(_ right: Right, _ collection: String) -> Bool {
-        switch credential {
+        switch parts.credential {
         case .everything:
             return true
         case .peer(let peer):

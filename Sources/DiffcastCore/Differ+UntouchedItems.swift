@@ -137,6 +137,8 @@ extension Differ {
         /// positions stay; the rest are moves. The last step: it takes the places the walks found.
         mutating func classified(_ old: Snapshot) -> ItemChanges {
             var stayCandidates: [GapKey: [(id: Identifier, old: TouchedPlace, new: TouchedPlace)]] = [:]
+            // Nothing left on the old side (a feed's appends): every touched item is inserted.
+            if oldPlaces.isEmpty { changes.inserted.reserveCapacity(changes.inserted.count + newPlaces.count) }
             for touched in newPlaces {
                 let (id, newPlace, newData) = (touched.id, touched.place, touched.data)
                 // Nothing left on the old side (a feed's appends): no lookup to make.

@@ -39,7 +39,7 @@ extension ApplyEngine {
         materialize(state)
         // Appended in place: copying the batch out and back would make a burst quadratic.
         openBatches[slot].acknowledgements.append(
-            OpenBatch.Acknowledgement(address: address, id: request.id, op: request.op, line: request.line))
+            OpenBatch.Acknowledgement(address: address, request: request))
     }
 
     /// The writes to `state` waiting to be published, if any.
@@ -57,7 +57,7 @@ extension ApplyEngine {
     /// Starts collecting the writes to `state` into one version.
     func open(_ state: CollectionState) {
         state.openBatchSlot = Int32(openBatches.count)
-        openBatches.append(OpenBatch(of: state))
+        openBatches.append(OpenBatch(of: state, expectedWrites: writesInLastBatch))
     }
 
     /// Forgets the batch at `slot` (its writes are published or refused): the last batch takes
@@ -83,6 +83,7 @@ extension ApplyEngine {
     func publishOpenBatch(of name: String) {
         guard let state = collections[name], let batch = openBatch(of: state) else { return }
         closeBatch(at: Int(state.openBatchSlot))
+        writesInLastBatch = batch.acknowledgements.count
         let changeset = state.document.changeset(since: batch.base)
         if !changeset.isEmpty {
             let from = state.version

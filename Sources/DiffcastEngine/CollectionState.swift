@@ -1,4 +1,5 @@
 import DiffcastCore
+import DiffcastWire
 
 /// Earlier versions of a collection, oldest first: what catch-up changesets are taken from.
 public typealias VersionHistory = [(version: UInt64, snapshot: Snapshot)]
@@ -193,13 +194,16 @@ final class CollectionState {
 /// batch from its first write to the version that publishes it, so an idle one is 24 bytes
 /// smaller.
 struct OpenBatch {
-    /// What the writes answer once published: the version is known only then.
+    /// What the writes answer once published: the version is known only then. It keeps the
+    /// request, one reference to its fields (its id and op for the answer, its line for the log).
     struct Acknowledgement {
         let address: ResponseAddress
-        let id: JSONText?
-        let op: String
+        let request: Request
+
+        var id: JSONText? { request.id }
+        var op: String { request.op }
         /// The request line, for the log.
-        let line: [UInt8]
+        var line: [UInt8] { request.line }
     }
 
     let state: CollectionState
@@ -207,9 +211,14 @@ struct OpenBatch {
     let base: Snapshot
     var acknowledgements: [Acknowledgement] = []
 
-    init(of state: CollectionState) {
+    /// The most writes a batch makes room for before they come.
+    static let reservedWrites = 256
+
+    /// A batch of `state`'s writes with room for `expectedWrites` (at most `reservedWrites`).
+    init(of state: CollectionState, expectedWrites: Int) {
         self.state = state
         self.base = state.document.snapshot
+        acknowledgements.reserveCapacity(min(expectedWrites, Self.reservedWrites))
     }
 }
 

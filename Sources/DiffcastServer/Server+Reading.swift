@@ -204,6 +204,8 @@ extension Server {
     func submitPendingJobs() {
         guard !pendingJobs.isEmpty, let applyQueue else { return }
         let jobs = pendingJobs.swapAndClear()
+        // Room for as many as came this time (a feed's reads are alike), not grown job by job.
+        pendingJobs.reserveCapacity(jobs.count)
         guard let outcomes = applyQueue.submit(jobs, mayApplyHere: areFromClientsThatWait(jobs)) else {
             return
         }

@@ -99,9 +99,11 @@ enum CompactAppendReader {
             return String(decoding: UnsafeBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
         }
 
-        /// The items of a list whose `[` has been read, through its `]`; at least one.
+        /// The items of a list whose `[` has been read, through its `]`; at least one. Room for
+        /// one is made first: a feed's one item then takes no growth of the list.
         mutating func items() -> [Item]? {
             var items: [Item] = []
+            items.reserveCapacity(1)
             while true {
                 guard let item = item() else { return nil }
                 items.append(item)

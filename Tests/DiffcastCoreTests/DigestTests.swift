@@ -77,4 +77,26 @@ import Testing
         #expect(before != after)
         #expect(after.description == ReferenceDigest.of(plain(document.snapshot)))
     }
+
+    /// An item's token hash is FNV-1a over `I`, the id, `\n`, the data and `\n`, byte by byte
+    /// (SPEC.md "Digest"): against that loop for texts of every length from 0 to 40 (every
+    /// remainder of the eight-byte steps), ASCII and not, long strings and small ones.
+    @Test func tokenHashesAreFNV1aOfTheToken() {
+        func reference(_ bytes: [UInt8]) -> UInt64 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            return hash
+        }
+        let alphabet = Array("aZ9\"é\u{1F600}".unicodeScalars)
+        for length in 0...40 {
+            let scalars = (0..<length).map { alphabet[($0 * 7 + length) % alphabet.count] }
+            let text = String(String.UnicodeScalarView(scalars))
+            let id = Identifier("id-" + text)
+            let data = JSONText(canonical: "\"" + text + "\"")
+            let token = [UInt8(ascii: "I")] + Array(id.text.utf8) + [0x0a] + Array(data.text.utf8) + [0x0a]
+            #expect(Item(id: id, data: data).tokenHash == reference(token), "length \(length)")
+            let bare = [UInt8(ascii: "I")] + Array(id.text.utf8) + [0x0a, 0x0a]
+            #expect(Item(id: id).tokenHash == reference(bare), "length \(length)")
+        }
+    }
 }
