@@ -38,13 +38,14 @@ public enum Command: Sendable, Equatable {
 /// through a `Job` to the engine and into its batch, and a copy is one retain instead of one
 /// per field (its op, its command's items, its line), for one allocation more per parse.
 public struct Request: Sendable, Equatable {
-    /// The request's `id`, as canonical JSON, echoed in the response.
-    public var id: JSONText? {
-        get { fields.id }
+    /// The request's `id`, as canonical JSON, echoed in the response. Lent and inlinable, as
+    /// `command` is: the loop and the engine read it (and `op`) for every request.
+    @inlinable public var id: JSONText? {
+        _read { yield fields.id }
         set { fields = Fields(id: newValue, op: op, command: command, line: line) }
     }
-    public var op: String {
-        get { fields.op }
+    @inlinable public var op: String {
+        _read { yield fields.op }
         set { fields = Fields(id: id, op: newValue, command: command, line: line) }
     }
     /// Lent, not copied (`_read`), and inlinable: the loop and the engine read it for every
@@ -75,8 +76,8 @@ public struct Request: Sendable, Equatable {
     /// Immutable but for `line` and `lineLength`, which are changed only through a value that
     /// holds the box alone (copy on write, as `Array` does); hence the unchecked `Sendable`.
     @usableFromInline final class Fields: @unchecked Sendable {
-        let id: JSONText?
-        let op: String
+        @usableFromInline let id: JSONText?
+        @usableFromInline let op: String
         @usableFromInline let command: Command
         var line: [UInt8]
         var lineLength: Int
