@@ -52,6 +52,8 @@ access-kept-across-reload|Sources/DiffcastServer/Server+Access.swift|        for
 shared-response-ignores-id|Sources/DiffcastEngine/ApplyEngine+Writes.swift|            if write.id == nil, let shared = lastShared|            if let shared = lastShared|DaemonTests|ApplyEngineTests
 appended-chunk-misplaced|Sources/DiffcastCore/ItemList.swift|placements.append((item.id, chunks[chunks.count - 1].id))|placements.append((item.id, chunks[last].id))|DiffcastCoreTests
 decimal-digits-one-short|Sources/DiffcastWire/JSONOutput.swift|        while digits < 20 && value >= power {|        while digits < 20 && value > power {|DiffcastWireTests
+decimal-pair-digits-swapped|Sources/DiffcastWire/JSONOutput.swift|            room[index] = pairs[pair]\n            room[index + 1] = pairs[pair + 1]|            room[index] = pairs[pair + 1]\n            room[index + 1] = pairs[pair]|DiffcastWireTests
+decimal-last-pair-taken-as-one-digit|Sources/DiffcastWire/JSONOutput.swift|        if rest >= 10 {|        if rest > 10 {|DiffcastWireTests
 escape-hex-digits-swapped|Sources/DiffcastWire/JSONOutput.swift|            write(byte: hex.utf8Start[Int(byte >> 4)])|            write(byte: hex.utf8Start[Int(byte & 0x0f)])|DiffcastWireTests
 shared-items-run-too-long|Sources/DiffcastCore/ItemBuffer.swift|                return run\n|                return run > 0 ? limit : 0\n|ItemBufferTests|DiffcastCoreTests
 string-scan-passes-quotes|Sources/DiffcastWire/JSONParser.swift|                let quote = hasZeroByte(word ^ (ones &* UInt64(UInt8(ascii: "\""))))|                let quote: UInt64 = 0|DiffcastWireTests

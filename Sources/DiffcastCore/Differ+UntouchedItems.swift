@@ -115,7 +115,8 @@ extension Differ {
                 {
                     let place = TouchedPlace(
                         path: ItemPath(newSectionIndex, newCursor.position), sectionID: section.id, gap: gap)
-                    newPlaces.append(NewPlace(id: newCursor.id, place: place, data: newCursor.data))
+                    let item = newCursor.item
+                    newPlaces.append(NewPlace(id: item.id, place: place, data: item.data))
                     newCursor.advance()
                 } else {
                     return false
