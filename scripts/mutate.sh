@@ -141,6 +141,8 @@ forwarded-answer-read-shallow|Sources/DiffcastEngine/SharedLogApplier+Forwarding
 state-directory-unlocked|Sources/DiffcastStorage/StateStore.swift|        lockDescriptor = try Self.lock(directory)|        lockDescriptor = -1|StartupRefusalTests
 checkpoint-forgets-history|Sources/DiffcastStorage/CheckpointFile.swift|            if !entry.history.isEmpty {|            if Bool(false) {|DurabilityTests
 scope-rest-matches-nothing-after|Sources/DiffcastWire/Rights.swift|                    return names.next() != nil|                    return true|HolderTests
+scope-name-pattern-matches-prefix|Sources/DiffcastWire/Rights.swift|        if isName { return UTF8Bytes.equal(name, description) }|        if isName { return name.hasPrefix(description) }|HolderTests
+scope-wildcard-taken-as-name|Sources/DiffcastWire/Rights.swift|        isName = tokens.allSatisfy { if case .literal = $0 { true } else { false } }|        isName = !tokens.isEmpty|HolderTests
 scope-star-matches-many|Sources/DiffcastWire/Rights.swift|                    guard names.next() != nil else { return false }|                    return names.next() != nil|HolderTests
 scope-literal-prefix-matches|Sources/DiffcastWire/Rights.swift|            return names.next() == nil|            return true|HolderTests
 scope-read-ignored|Sources/DiffcastAccess/Holder.swift|            case .read: return rights.read.contains(collection)|            case .read: return true|HolderTests|py:Tests/Access/test_rights.py

@@ -1,3 +1,5 @@
+import DiffcastCore
+
 /// A pattern of collection names (SPEC.md "Scoped access"): names split at `.` into tokens, and
 /// the pattern matches token by token, where `*` matches exactly one token and a last `>` one or
 /// more. Anything else matches only itself, so `news.>` matches `news.eu` and `news.eu.fr`, not
@@ -11,6 +13,9 @@ public struct CollectionPattern: Sendable, Hashable, CustomStringConvertible {
 
     let tokens: [Token]
     public let description: String
+    /// Whether every token is a literal (no `*`, no `>`): the pattern then matches one name,
+    /// its own text, and a request is checked by one comparison of bytes.
+    private let isName: Bool
 
     /// Parses a pattern; nil (with the reason) when it is empty, has an empty token, or a `>`
     /// that is not last.
@@ -34,11 +39,14 @@ public struct CollectionPattern: Sendable, Hashable, CustomStringConvertible {
         }
         self.tokens = tokens
         self.description = text
+        isName = tokens.allSatisfy { if case .literal = $0 { true } else { false } }
     }
 
-    /// Whether the pattern matches the collection name. It walks the name's bytes once and
-    /// allocates nothing: every request of a token's holder is checked against its patterns.
+    /// Whether the pattern matches the collection name. A pattern without wildcards is compared
+    /// whole; another walks the name's bytes once. Neither allocates: every request of a
+    /// token's holder is checked against its patterns.
     public func matches(_ name: String) -> Bool {
+        if isName { return UTF8Bytes.equal(name, description) }
         var name = name
         return name.withUTF8 { bytes in
             var names = NameTokens(bytes: bytes)

@@ -18,6 +18,39 @@ import Testing
         #expect(try CollectionPattern(parsing: pattern).matches(name) == matches)
     }
 
+    /// Every pattern of up to three tokens from `a`, `ab`, `*` and a last `>`, against every name
+    /// of up to four tokens from `a`, `ab`, `b` and the empty one: the matcher agrees with a
+    /// reference that splits both at `.` and matches token by token (SPEC.md "Scoped access").
+    @Test func patternsMatchAsTheReferenceMatches() throws {
+        func reference(_ pattern: [String], _ name: [String]) -> Bool {
+            guard let first = pattern.first else { return name.isEmpty }
+            if first == ">" { return !name.isEmpty }
+            guard let token = name.first, first == "*" || first == token else { return false }
+            return reference(Array(pattern.dropFirst()), Array(name.dropFirst()))
+        }
+        func sequences(of tokens: [String], upTo length: Int) -> [[String]] {
+            var all: [[String]] = []
+            var longest: [[String]] = [[]]
+            for _ in 1...length {
+                longest = longest.flatMap { prefix in tokens.map { prefix + [$0] } }
+                all += longest
+            }
+            return all
+        }
+        let patterns = sequences(of: ["a", "ab", "*", ">"], upTo: 3).filter { !$0.dropLast().contains(">") }
+        let names = sequences(of: ["a", "ab", "b", ""], upTo: 4)
+        var matched = 0
+        for pattern in patterns {
+            let compiled = try CollectionPattern(parsing: pattern.joined(separator: "."))
+            for name in names {
+                let expected = reference(pattern, name)
+                #expect(compiled.matches(name.joined(separator: ".")) == expected, "\(pattern) \(name)")
+                if expected { matched += 1 }
+            }
+        }
+        #expect(matched > 100)
+    }
+
     @Test(arguments: ["", "a..b", ".a", "a.", ">.a", "a.>.b"])
     func malformedPatternsAreRefused(_ pattern: String) {
         #expect(throws: PatternError.self) { try CollectionPattern(parsing: pattern) }
