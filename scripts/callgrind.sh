@@ -4,7 +4,9 @@
 #   callgrind_setup PREFIX   valgrind is there; the release daemon is built (or $DIFFCASTD, another
 #                            build, is taken as it is) and stripped into $scratch, a new folder
 #                            removed at exit unless KEEP is set
-#   callgrind_start NAME     the daemon under callgrind on $scratch/d.sock, counting into NAME.out
+#   callgrind_start NAME [OPTION...]
+#                            the daemon under callgrind on $scratch/d.sock, counting into NAME.out,
+#                            with the options given
 #   callgrind_stop NAME      stops it cleanly and writes callgrind_annotate's inclusive counts to
 #                            $scratch/NAME.annotated (scripts/callgrind_counts.py reads them)
 
@@ -24,9 +26,11 @@ callgrind_setup() {
 }
 
 callgrind_start() {
+    local name=$1
+    shift
     rm -f "$scratch/d.sock"
-    valgrind --tool=callgrind --callgrind-out-file="$scratch/$1.out" "$scratch/diffcastd" \
-        --socket "$scratch/d.sock" --log-level warning >/dev/null 2>&1 &
+    valgrind --tool=callgrind --callgrind-out-file="$scratch/$name.out" "$scratch/diffcastd" \
+        --socket "$scratch/d.sock" --log-level warning "$@" >/dev/null 2>&1 &
     daemon=$!
     for _ in $(seq 300); do [ -S "$scratch/d.sock" ] && break; sleep 0.1; done
 }
