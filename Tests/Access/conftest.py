@@ -52,10 +52,17 @@ def binary():
     return os.environ.get("DIFFCASTD") or str(REPOSITORY / ".build" / "debug" / "diffcastd")
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count):
+    """`count` free loopback ports, all different: each probe stays bound until every port is
+    chosen (two probes bound one after the other may be given the same port)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def b64url(data):
@@ -186,22 +193,36 @@ class AccessDaemon:
         self.directory = directory or tempfile.mkdtemp(prefix="diffcast-access-")
         self.socket_path = os.path.join(self.directory, "d.sock")
         self.log_path = os.path.join(self.directory, "daemon.log")
-        self.tcp_port = free_port() if tcp else None
-        self.port = free_port() if http else None
-        self.arguments = list(arguments)
-        if tcp:
-            self.arguments += ["--tcp", f"127.0.0.1:{self.tcp_port}"]
-        if http:
-            self.arguments += ["--http", f"127.0.0.1:{self.port}"]
+        self.given_arguments = list(arguments)
+        self.tcp, self.http = tcp, http
+        self.choose_ports()
         self.process = None
 
-    def start(self):
+    def choose_ports(self):
+        """Free ports for the listeners asked for, and the arguments that name them."""
+        tcp_port, port = free_ports(2)
+        self.tcp_port = tcp_port if self.tcp else None
+        self.port = port if self.http else None
+        self.arguments = list(self.given_arguments)
+        if self.tcp:
+            self.arguments += ["--tcp", f"127.0.0.1:{self.tcp_port}"]
+        if self.http:
+            self.arguments += ["--http", f"127.0.0.1:{self.port}"]
+
+    def start(self, attempts=3):
+        """Starts the daemon and waits until every listener answers. A port another process took
+        between its choice and the daemon's bind is chosen again, up to `attempts` times."""
+        log_start = len(self.log())
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([binary(), "--socket", self.socket_path, *self.arguments],
                                             stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 10
         while True:
             if self.process.poll() is not None:
+                taken = "address already in use" in self.log()[log_start:]
+                if taken and attempts > 1 and (self.tcp or self.http):
+                    self.choose_ports()
+                    return self.start(attempts - 1)
                 raise RuntimeError(f"diffcastd exited with {self.process.returncode}: {self.log()[-2000:]}")
             if self._up():
                 return self
