@@ -11,8 +11,8 @@ public final class ApplyEngine {
     /// (they are published in the order of their collections' names). A collection knows its
     /// batch's place (`CollectionState.openBatchSlot`).
     var openBatches: [OpenBatch] = []
-    /// How many writes the batch published last held, up to `OpenBatch.reservedWrites`: a new
-    /// batch makes room for as many at once (a feed's batches are alike), instead of growing
+    /// How many writes the batch published last held: a new batch makes room for as many at
+    /// once (at most `OpenBatch.reservedWrites`; a feed's batches are alike), instead of growing
     /// its list write by write.
     var writesInLastBatch = 0
     var statistics = ApplyStatistics()
