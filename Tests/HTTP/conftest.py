@@ -34,9 +34,19 @@ class HTTPDaemon(Daemon):
         self.port = free_port()
         super().__init__(binary("diffcastd"), ["--http", f"127.0.0.1:{self.port}", *arguments], **options)
 
-    def start(self):
+    def start(self, attempts=3):
+        """Starts the daemon and waits for its socket and its HTTP port. A port another process
+        took between its choice and the daemon's bind is chosen again, up to `attempts` times."""
+        log_start = len(self.log()) if os.path.exists(self.log_path) else 0
+        try:
+            super().start()
+        except OSError:
+            if attempts > 1 and self.process.poll() is not None and "address already in use" in self.log()[log_start:]:
+                self.port = free_port()
+                self.arguments[1] = f"127.0.0.1:{self.port}"
+                return self.start(attempts - 1)
+            raise
         # The Unix socket may be up before the HTTP port: wait for both.
-        super().start()
         self.wait_for(self.http_is_up, what=f"the HTTP port {self.port}")
         return self
 
