@@ -31,9 +31,20 @@ CONF
         nats-server -c "$dir/n$n/nats.conf" > "$dir/n$n/log" 2>&1 &
         echo $! > "$dir/n$n/pid"
     done
-    # Ready once a JetStream meta leader is elected (each server's /jsz names it).
+    # Ready once every server answers and a JetStream meta leader is elected (each server's /jsz
+    # names it). Two servers elect one without the third: a server that exited (its port taken)
+    # fails the start at once.
     for _ in $(seq 100); do
-        if curl -fs "http://127.0.0.1:$((port + 200))/jsz" 2>/dev/null | grep -q '"leader"'; then
+        for n in 0 1 2; do
+            if ! kill -0 "$(cat "$dir/n$n/pid")" 2>/dev/null; then
+                echo "nats-server n$n exited; see $dir/n$n/log:" >&2
+                tail -n 3 "$dir/n$n/log" >&2
+                exit 1
+            fi
+        done
+        if curl -fs "http://127.0.0.1:$((port + 200))/jsz" 2>/dev/null | grep -q '"leader"' &&
+            curl -fs "http://127.0.0.1:$((port + 201))/jsz" >/dev/null 2>&1 &&
+            curl -fs "http://127.0.0.1:$((port + 202))/jsz" >/dev/null 2>&1; then
             echo "nats: nats://127.0.0.1:$port,nats://127.0.0.1:$((port + 1)),nats://127.0.0.1:$((port + 2))"
             exit 0
         fi

@@ -32,14 +32,21 @@ def diffcastd():
 class Cluster:
     """Three nats-servers; `urls` for --backbone; `stream_leader()` and `kill(n)` for failures."""
 
-    def __init__(self):
-        self.directory = tempfile.mkdtemp(prefix="diffcast-nats-")
-        self.port = random.randrange(20000, 30000, 10)
-        output = subprocess.run(
-            [str(SCRIPT), "start", self.directory, str(self.port)], capture_output=True, text=True, timeout=60
-        )
-        if output.returncode != 0:
-            raise RuntimeError(output.stderr + output.stdout)
+    def __init__(self, attempts=3):
+        # Ports below the kernel's ephemeral range (32768 and up); a cluster that could not bind
+        # one of them (a server left over from elsewhere) is stopped and started on others.
+        for attempt in range(attempts):
+            self.directory = tempfile.mkdtemp(prefix="diffcast-nats-")
+            self.port = random.randrange(20000, 30000, 10)
+            output = subprocess.run(
+                [str(SCRIPT), "start", self.directory, str(self.port)], capture_output=True, text=True, timeout=60
+            )
+            if output.returncode == 0:
+                break
+            subprocess.run([str(SCRIPT), "stop", self.directory], timeout=30)
+            logs = "".join(path.read_text(errors="replace") for path in pathlib.Path(self.directory).glob("n*/log"))
+            if "address already in use" not in logs or attempt == attempts - 1:
+                raise RuntimeError(output.stderr + output.stdout + logs[-2000:])
         self.urls = ",".join(f"nats://127.0.0.1:{self.port + n}" for n in range(3))
 
     def pid(self, n):

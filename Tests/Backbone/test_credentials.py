@@ -23,9 +23,8 @@ if not shutil.which("nats-server"):
 class Server:
     """One nats-server with JetStream that lets in only `users` (or the `token`), over TLS."""
 
-    def __init__(self, directory, authorization):
+    def __init__(self, directory, authorization, attempts=3):
         self.directory = pathlib.Path(directory)
-        self.port = random.randrange(30000, 40000)
         certificate, key = self.directory / "cert.pem", self.directory / "key.pem"
         subprocess.run(
             ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
@@ -33,6 +32,17 @@ class Server:
              "-keyout", str(key), "-out", str(certificate)],
             check=True, capture_output=True)
         self.ca = str(certificate)
+        # A port below the kernel's ephemeral range (32768 and up), where no connection's own end
+        # lands; one that is taken all the same is chosen again.
+        for attempt in range(attempts):
+            self.port = random.randrange(10000, 20000)
+            if self.start(certificate, key, authorization):
+                break
+            assert attempt < attempts - 1, (self.directory / "nats.log").read_text()
+        self.url = f"nats://127.0.0.1:{self.port}"
+
+    def start(self, certificate, key, authorization):
+        """Starts nats-server on `self.port`: true once it is ready, false when the port was taken."""
         config = self.directory / "nats.conf"
         config.write_text(
             f"""
@@ -43,11 +53,15 @@ authorization {{ {authorization} }}
 """)
         self.log = open(self.directory / "nats.log", "wb")
         self.process = subprocess.Popen(["nats-server", "-c", str(config)], stdout=self.log, stderr=self.log)
+        log = self.directory / "nats.log"
         deadline = time.monotonic() + 10
-        while b"Server is ready" not in (self.directory / "nats.log").read_bytes():
-            assert time.monotonic() < deadline and self.process.poll() is None, (self.directory / "nats.log").read_text()
+        while b"Server is ready" not in log.read_bytes():
+            if self.process.poll() is not None and b"address already in use" in log.read_bytes():
+                self.log.close()
+                return False
+            assert time.monotonic() < deadline and self.process.poll() is None, log.read_text()
             time.sleep(0.05)
-        self.url = f"nats://127.0.0.1:{self.port}"
+        return True
 
     def close(self):
         self.process.send_signal(signal.SIGTERM)
