@@ -114,8 +114,6 @@ public struct Holder: Sendable, Equatable {
         }
     }
 
-    private var scopedRights: Rights? { parts.scopedRights }
-
     /// Whether the holder has `right` on the collection.
     public func may(_ right: Right, _ collection: String) -> Bool {
         switch parts.credential {
@@ -129,7 +127,7 @@ public struct Holder: Sendable, Equatable {
             case .admin: return peer.mayRead || anonymous.admin
             }
         case .anonymous, .token:
-            guard let rights = scopedRights else { return false }
+            guard let rights = parts.scopedRights else { return false }
             if rights.admin { return true }
             switch right {
             case .read: return rights.read.contains(collection)
@@ -143,7 +141,7 @@ public struct Holder: Sendable, Equatable {
     /// The collections `list` shows: nil for all of them.
     public var readable: CollectionScope? {
         if case .peer(let peer) = credential, !peer.mayRead { return anonymous.admin ? nil : anonymous.read }
-        guard let rights = scopedRights, !rights.admin else { return nil }
+        guard let rights = parts.scopedRights, !rights.admin else { return nil }
         return rights.read
     }
 

@@ -47,6 +47,7 @@ class Cluster:
             logs = "".join(path.read_text(errors="replace") for path in pathlib.Path(self.directory).glob("n*/log"))
             if "address already in use" not in logs or attempt == attempts - 1:
                 raise RuntimeError(output.stderr + output.stdout + logs[-2000:])
+            shutil.rmtree(self.directory, ignore_errors=True)
         self.urls = ",".join(f"nats://127.0.0.1:{self.port + n}" for n in range(3))
 
     def pid(self, n):

@@ -43,7 +43,7 @@ class HTTPDaemon(Daemon):
         except OSError:
             if attempts > 1 and self.process.poll() is not None and "address already in use" in self.log()[log_start:]:
                 self.port = free_port()
-                self.arguments[1] = f"127.0.0.1:{self.port}"
+                self.arguments[self.arguments.index("--http") + 1] = f"127.0.0.1:{self.port}"
                 return self.start(attempts - 1)
             raise
         # The Unix socket may be up before the HTTP port: wait for both.
